@@ -1,0 +1,36 @@
+//! Skew-resistant equi-join operators for [timely dataflow](https://docs.rs/timely).
+//!
+//! Each strategy is an extension trait on streams of `(key, value)` pairs:
+//!
+//! - [`ShuffleJoin`]: hash-partition both inputs, join locally (the baseline);
+//! - [`BroadcastJoin`]: copy one input to every worker, leave the other in place.
+//!
+//! Routing decides a *partition* `0..P`, and partition `p` lives on worker `p % W`
+//! ([`Partitioning`]); load is counted per partition into a [`LoadRecorder`]. The building
+//! blocks, [`route::route`] and [`partitioned_join::partitioned_join`], compose into the
+//! skew-aware strategies of the planner crate. Every join supports inner, left, right and full
+//! outer, semi and anti joins with SQL NULL semantics ([`JoinType`]).
+
+pub mod broadcast_join;
+pub mod config;
+pub mod error;
+pub mod hash;
+pub mod join_type;
+pub mod kernel;
+pub mod key;
+pub mod load;
+pub mod partition;
+pub mod partitioned_join;
+pub mod reference;
+pub mod route;
+pub mod shuffle_join;
+
+pub use broadcast_join::BroadcastJoin;
+pub use config::JoinConfig;
+pub use error::JoinError;
+pub use join_type::{JoinType, Side};
+pub use key::{JoinKey, Key};
+pub use load::{LoadRecorder, LoadReport, PartitionLoad};
+pub use partition::{Dest, Partitioning};
+pub use reference::JoinedRow;
+pub use shuffle_join::ShuffleJoin;

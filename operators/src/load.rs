@@ -1,0 +1,211 @@
+//! Per-partition load counters: input records received, output rows produced, peak records held.
+//!
+//! Load is the figure of merit of every strategy: the max over partitions divided by the mean
+//! (1.0 is perfect balance). Operators count into a [`LoadRecorder`] shared by all operators of
+//! one worker, so a plan made of several joins reports the total load of each partition.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+
+/// What one partition did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionLoad {
+    /// Records received by this partition (a broadcast copy counts once for every partition).
+    pub input_records: u64,
+    /// Output rows this partition produced (pairs and padded or semi/anti rows).
+    pub output_rows: u64,
+    /// The most input records this partition held at once.
+    pub peak_records: u64,
+}
+
+#[derive(Debug, Default)]
+struct LoadState {
+    loads: Vec<PartitionLoad>,
+    held: Vec<u64>,
+    touched: Vec<bool>,
+}
+
+impl LoadState {
+    fn grow(&mut self, partition: u32) -> usize {
+        let index = partition as usize;
+        if index >= self.loads.len() {
+            self.loads.resize(index + 1, PartitionLoad::default());
+            self.held.resize(index + 1, 0);
+            self.touched.resize(index + 1, false);
+        }
+        self.touched[index] = true;
+        index
+    }
+}
+
+/// One worker's counters, cheap to clone into every operator of that worker.
+#[derive(Clone, Debug, Default)]
+pub struct LoadRecorder {
+    state: Rc<RefCell<LoadState>>,
+}
+
+impl LoadRecorder {
+    /// A recorder with no counts.
+    pub fn new() -> LoadRecorder {
+        LoadRecorder::default()
+    }
+
+    /// `partition` received `records` records and now holds them.
+    pub fn receive(&self, partition: u32, records: u64) {
+        let mut state = self.state.borrow_mut();
+        let index = state.grow(partition);
+        state.loads[index].input_records += records;
+        state.held[index] += records;
+        let held = state.held[index];
+        let peak = &mut state.loads[index].peak_records;
+        *peak = (*peak).max(held);
+    }
+
+    /// `partition` took `records` more records into memory without receiving them (for example
+    /// state an operator derived from its input).
+    pub fn hold(&self, partition: u32, records: u64) {
+        let mut state = self.state.borrow_mut();
+        let index = state.grow(partition);
+        state.held[index] += records;
+        let held = state.held[index];
+        let peak = &mut state.loads[index].peak_records;
+        *peak = (*peak).max(held);
+    }
+
+    /// `partition` released `records` records it held.
+    pub fn release(&self, partition: u32, records: u64) {
+        let mut state = self.state.borrow_mut();
+        let index = state.grow(partition);
+        state.held[index] = state.held[index].saturating_sub(records);
+    }
+
+    /// `partition` produced `rows` output rows.
+    pub fn output(&self, partition: u32, rows: u64) {
+        let mut state = self.state.borrow_mut();
+        let index = state.grow(partition);
+        state.loads[index].output_rows += rows;
+    }
+
+    /// Marks `partition` as hosted here, so it is reported even with zero load.
+    pub fn register(&self, partition: u32) {
+        self.state.borrow_mut().grow(partition);
+    }
+
+    /// The counts of every partition this worker touched, as `(partition, load)`.
+    pub fn snapshot(&self) -> Vec<(u32, PartitionLoad)> {
+        let state = self.state.borrow();
+        state
+            .loads
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| state.touched[*index])
+            .map(|(index, load)| (index as u32, *load))
+            .collect()
+    }
+}
+
+/// The loads of all P partitions, merged from every worker's [`LoadRecorder`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadReport {
+    /// Indexed by partition.
+    pub per_partition: Vec<PartitionLoad>,
+}
+
+impl LoadReport {
+    /// An all-zero report for `partitions` partitions.
+    pub fn new(partitions: usize) -> LoadReport {
+        LoadReport {
+            per_partition: vec![PartitionLoad::default(); partitions],
+        }
+    }
+
+    /// Adds one worker's snapshot.
+    pub fn add(&mut self, snapshot: &[(u32, PartitionLoad)]) {
+        for (partition, load) in snapshot {
+            let index = *partition as usize;
+            if index >= self.per_partition.len() {
+                self.per_partition
+                    .resize(index + 1, PartitionLoad::default());
+            }
+            let entry = &mut self.per_partition[index];
+            entry.input_records += load.input_records;
+            entry.output_rows += load.output_rows;
+            entry.peak_records = entry.peak_records.max(load.peak_records);
+        }
+    }
+
+    /// Total input records over all partitions.
+    pub fn total_input(&self) -> u64 {
+        self.per_partition.iter().map(|l| l.input_records).sum()
+    }
+
+    /// Total output rows over all partitions.
+    pub fn total_output(&self) -> u64 {
+        self.per_partition.iter().map(|l| l.output_rows).sum()
+    }
+
+    /// Max over mean of input records received.
+    pub fn input_imbalance(&self) -> f64 {
+        imbalance(self.per_partition.iter().map(|l| l.input_records))
+    }
+
+    /// Max over mean of output rows produced.
+    pub fn output_imbalance(&self) -> f64 {
+        imbalance(self.per_partition.iter().map(|l| l.output_rows))
+    }
+
+    /// Max over mean of peak records held.
+    pub fn peak_imbalance(&self) -> f64 {
+        imbalance(self.per_partition.iter().map(|l| l.peak_records))
+    }
+}
+
+/// Max over mean; 1.0 when everything is zero (nothing to balance).
+pub fn imbalance(values: impl Iterator<Item = u64> + Clone) -> f64 {
+    let count = values.clone().count();
+    let total: u128 = values.clone().map(|v| v as u128).sum();
+    let max = values.max().unwrap_or(0);
+    if count == 0 || total == 0 {
+        return 1.0;
+    }
+    max as f64 * count as f64 / total as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_tracks_the_high_water_mark() {
+        let recorder = LoadRecorder::new();
+        recorder.receive(3, 10);
+        recorder.release(3, 10);
+        recorder.receive(3, 4);
+        recorder.output(3, 7);
+        let snapshot = recorder.snapshot();
+        assert_eq!(
+            snapshot,
+            vec![(
+                3,
+                PartitionLoad {
+                    input_records: 14,
+                    output_rows: 7,
+                    peak_records: 10
+                }
+            )]
+        );
+        let mut report = LoadReport::new(4);
+        report.add(&snapshot);
+        assert_eq!(report.total_input(), 14);
+        assert!((report.input_imbalance() - 4.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn imbalance_of_nothing_is_one() {
+        assert_eq!(imbalance([0u64, 0].into_iter()), 1.0);
+        assert_eq!(imbalance([2u64, 2].into_iter()), 1.0);
+        assert_eq!(imbalance([3u64, 1].into_iter()), 1.5);
+    }
+}

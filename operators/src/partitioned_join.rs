@@ -1,0 +1,217 @@
+//! The join half of every strategy: exchange routed records to their partitions' workers, hold
+//! them per timestamp, and once both inputs are complete for a timestamp join each partition
+//! locally with the [`kernel`](crate::kernel).
+//!
+//! A join is per timestamp: the records of time `t` on both inputs form one join, emitted at `t`
+//! once both input frontiers have passed `t`. Load is counted per partition into a
+//! [`LoadRecorder`]: records received (a broadcast copy once for every local partition), rows
+//! produced, and the peak of records held.
+
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::{Capability, InputCapability};
+use timely::dataflow::StreamVec;
+use timely::progress::Timestamp;
+use timely::ExchangeData;
+
+use crate::join_type::JoinType;
+use crate::kernel::{local_join, BuildTable};
+use crate::key::JoinKey;
+use crate::load::LoadRecorder;
+use crate::partition::Partitioning;
+use crate::route::Routed;
+
+/// How many output records are gathered before they are handed to timely.
+const OUTPUT_BATCH: usize = 4096;
+
+/// The records of one timestamp held by one worker.
+struct Pending<K, L, R> {
+    /// Own records per local partition slot.
+    left: Vec<Vec<(K, L)>>,
+    right: Vec<Vec<(K, R)>>,
+    /// Broadcast copies, shared by every local partition.
+    broadcast_left: Vec<(K, L)>,
+    broadcast_right: Vec<(K, R)>,
+}
+
+impl<K, L, R> Pending<K, L, R> {
+    fn new(slots: usize) -> Self {
+        Pending {
+            left: (0..slots).map(|_| Vec::new()).collect(),
+            right: (0..slots).map(|_| Vec::new()).collect(),
+            broadcast_left: Vec::new(),
+            broadcast_right: Vec::new(),
+        }
+    }
+}
+
+/// Moves a batch of routed records into per-slot vectors, counting receipt per partition.
+fn absorb<K, V>(
+    batch: &mut Vec<Routed<K, V>>,
+    own: &mut [Vec<(K, V)>],
+    broadcast: &mut Vec<(K, V)>,
+    partitioning: &Partitioning,
+    local: &[u32],
+    loads: &LoadRecorder,
+    counts: &mut [u64],
+) {
+    counts.iter_mut().for_each(|c| *c = 0);
+    let mut broadcasts = 0u64;
+    for (dest, record) in batch.drain(..) {
+        match dest.as_partition() {
+            Some(partition) => {
+                let slot = partitioning.slot(partition);
+                own[slot].push(record);
+                counts[slot] += 1;
+            }
+            None => {
+                broadcast.push(record);
+                broadcasts += 1;
+            }
+        }
+    }
+    for (slot, &partition) in local.iter().enumerate() {
+        let received = counts[slot] + broadcasts;
+        if received > 0 {
+            loads.receive(partition, received);
+        }
+    }
+}
+
+/// Joins two routed streams partition by partition, calling `logic(key, left, right, out)` for
+/// every output row; `logic` pushes whatever it wants the output stream to carry into `out`
+/// (possibly nothing, when it folds rows into a summary instead).
+///
+/// Records routed to a partition are "own" records of that partition: all own records of a key
+/// must be in the same partition, on both sides, for padding and semi/anti decisions to be right.
+/// Broadcast copies pair with own records of the other side only, and are never padded or
+/// emitted alone; strategies must not broadcast a side whose unmatched rows the join type keeps.
+pub fn partitioned_join<'s, T, K, L, R, D, F>(
+    left: StreamVec<'s, T, Routed<K, L>>,
+    right: StreamVec<'s, T, Routed<K, R>>,
+    how: JoinType,
+    partitioning: Partitioning,
+    loads: LoadRecorder,
+    mut logic: F,
+) -> StreamVec<'s, T, D>
+where
+    T: Timestamp,
+    K: JoinKey,
+    L: ExchangeData + Clone,
+    R: ExchangeData + Clone,
+    D: Clone + 'static,
+    F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
+{
+    let worker = left.scope().index();
+    assert_eq!(
+        partitioning.workers(),
+        left.scope().peers(),
+        "the partitioning must be made for this computation's worker count"
+    );
+    let local = partitioning.local_partitions(worker);
+    for &partition in &local {
+        loads.register(partition);
+    }
+    let slots = local.len();
+    let pact_left = Exchange::new(|record: &Routed<K, L>| record.0.exchange_hash());
+    let pact_right = Exchange::new(|record: &Routed<K, R>| record.0.exchange_hash());
+
+    left.binary_frontier(
+        right,
+        pact_left,
+        pact_right,
+        "PartitionedJoin",
+        move |_capability, _info| {
+            let mut pending: Vec<(Capability<T>, Pending<K, L, R>)> = Vec::new();
+            let mut counts = vec![0u64; slots];
+            let mut out: Vec<D> = Vec::with_capacity(OUTPUT_BATCH);
+
+            move |(input_left, frontier_left), (input_right, frontier_right), output| {
+                input_left.for_each_stamp(|stamp, data| {
+                    let time = join_time(&stamp);
+                    let state = state_for(&mut pending, time, || stamp.delayed(time, 0), slots);
+                    for batch in data {
+                        absorb(batch, &mut state.left, &mut state.broadcast_left, &partitioning, &local, &loads, &mut counts);
+                    }
+                });
+                input_right.for_each_stamp(|stamp, data| {
+                    let time = join_time(&stamp);
+                    let state = state_for(&mut pending, time, || stamp.delayed(time, 0), slots);
+                    for batch in data {
+                        absorb(batch, &mut state.right, &mut state.broadcast_right, &partitioning, &local, &loads, &mut counts);
+                    }
+                });
+
+                let mut index = 0;
+                while index < pending.len() {
+                    let time = pending[index].0.time();
+                    if frontier_left.less_equal(time) || frontier_right.less_equal(time) {
+                        index += 1;
+                        continue;
+                    }
+                    let (capability, state) = pending.swap_remove(index);
+                    let mut session = output.session(&capability);
+                    let broadcast_left = (!state.broadcast_left.is_empty())
+                        .then(|| BuildTable::new(&state.broadcast_left, false));
+                    let broadcast_right = (!state.broadcast_right.is_empty())
+                        .then(|| BuildTable::new(&state.broadcast_right, false));
+                    for (slot, &partition) in local.iter().enumerate() {
+                        let mut produced = 0u64;
+                        local_join(
+                            &state.left[slot],
+                            &state.right[slot],
+                            broadcast_left.as_ref(),
+                            broadcast_right.as_ref(),
+                            how,
+                            |key, l, r| {
+                                produced += 1;
+                                logic(key, l, r, &mut out);
+                                if out.len() >= OUTPUT_BATCH {
+                                    session.give_container(&mut out);
+                                    out.clear();
+                                }
+                            },
+                        );
+                        if !out.is_empty() {
+                            session.give_container(&mut out);
+                            out.clear();
+                        }
+                        loads.output(partition, produced);
+                        let held = (state.left[slot].len()
+                            + state.right[slot].len()
+                            + state.broadcast_left.len()
+                            + state.broadcast_right.len()) as u64;
+                        loads.release(partition, held);
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// The time a message's records are joined at: its stamp's only element in the usual case, the
+/// least one (by `Ord`) when a message carries several.
+fn join_time<T: Timestamp>(stamp: &InputCapability<T>) -> &T {
+    stamp
+        .stamp()
+        .elements()
+        .first()
+        .expect("join inputs must carry timestamps: records sent without a capability cannot be joined at a time")
+}
+
+/// The pending state for `time`, created (with a capability from `retain`) if new.
+fn state_for<'a, T: Timestamp, K, L, R>(
+    pending: &'a mut Vec<(Capability<T>, Pending<K, L, R>)>,
+    time: &T,
+    retain: impl FnOnce() -> Capability<T>,
+    slots: usize,
+) -> &'a mut Pending<K, L, R> {
+    let index = match pending.iter().position(|(cap, _)| cap.time() == time) {
+        Some(index) => index,
+        None => {
+            pending.push((retain(), Pending::new(slots)));
+            pending.len() - 1
+        }
+    };
+    &mut pending[index].1
+}

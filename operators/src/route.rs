@@ -1,0 +1,125 @@
+//! Routing records to partitions: the first half of every strategy.
+//!
+//! A strategy decides, per record, one partition, every partition (broadcast), or none (a record
+//! that cannot contribute to the output, such as a NULL key on a side that is not preserved).
+//! [`route`] turns that decision into `(Dest, record)` pairs that
+//! [`partitioned_join`](crate::partitioned_join::partitioned_join) exchanges to the owners.
+
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::StreamVec;
+use timely::progress::Timestamp;
+use timely::ExchangeData;
+
+use crate::key::JoinKey;
+use crate::partition::{Dest, Partitioning};
+
+/// Where one record goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// To one partition.
+    To(u32),
+    /// To every partition (one copy per worker, shared by its partitions).
+    Broadcast,
+    /// Nowhere: the record cannot affect the output.
+    Drop,
+}
+
+/// A routed record: its destination and the `(key, value)` pair.
+pub type Routed<K, V> = (Dest, (K, V));
+
+/// Tags every record of `stream` with the destination `rule` chooses.
+pub fn route<'s, T, K, V, F>(
+    stream: StreamVec<'s, T, (K, V)>,
+    name: &str,
+    mut rule: F,
+) -> StreamVec<'s, T, Routed<K, V>>
+where
+    T: Timestamp,
+    K: JoinKey,
+    V: ExchangeData + Clone,
+    F: FnMut(&K, &V) -> Route + 'static,
+{
+    let workers = stream.scope().peers() as u32;
+    stream.unary(Pipeline, name, move |_, _| {
+        move |input, output| {
+            input.for_each_stamp(|cap, data| {
+                let mut session = output.session(&cap);
+                for batch in data {
+                    for (key, value) in batch.drain(..) {
+                        match rule(&key, &value) {
+                            Route::To(partition) => {
+                                session.give((Dest::partition(partition), (key, value)))
+                            }
+                            Route::Broadcast => {
+                                for worker in 1..workers {
+                                    session.give((
+                                        Dest::all_of_worker(worker),
+                                        (key.clone(), value.clone()),
+                                    ));
+                                }
+                                session.give((Dest::all_of_worker(0), (key, value)));
+                            }
+                            Route::Drop => {}
+                        }
+                    }
+                }
+            });
+        }
+    })
+}
+
+/// Spreads records over partitions without looking at their keys: round-robin over the
+/// partitions of this worker, so nothing crosses to another worker ("stays in place"), or over
+/// all partitions when this worker hosts none (P < W).
+#[derive(Clone, Debug)]
+pub struct RoundRobin {
+    targets: Vec<u32>,
+    next: usize,
+}
+
+impl RoundRobin {
+    /// Round-robin over the partitions hosted by `worker`.
+    pub fn local(partitioning: &Partitioning, worker: usize) -> RoundRobin {
+        let mut targets = partitioning.local_partitions(worker);
+        let mut next = 0;
+        if targets.is_empty() {
+            targets = (0..partitioning.partitions() as u32).collect();
+            next = worker % targets.len();
+        }
+        RoundRobin { targets, next }
+    }
+
+    /// The next partition.
+    #[inline]
+    pub fn next_partition(&mut self) -> u32 {
+        let partition = self.targets[self.next];
+        self.next += 1;
+        if self.next == self.targets.len() {
+            self.next = 0;
+        }
+        partition
+    }
+}
+
+/// The Shuffle-Join rule: a key's records go to the partition of its stable hash. NULL keys
+/// match nothing, so they are spread round-robin when `keep_nulls` (the side is preserved) and
+/// dropped otherwise; hashing them would pile them all onto one partition.
+pub fn by_key_hash<K: JoinKey, V>(
+    partitioning: Partitioning,
+    worker: usize,
+    keep_nulls: bool,
+) -> impl FnMut(&K, &V) -> Route + 'static {
+    let mut spread = RoundRobin::local(&partitioning, worker);
+    move |key, _| {
+        if key.is_null() {
+            if keep_nulls {
+                Route::To(spread.next_partition())
+            } else {
+                Route::Drop
+            }
+        } else {
+            Route::To(partitioning.partition_of_hash(key.stable_hash()))
+        }
+    }
+}

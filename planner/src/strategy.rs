@@ -1,0 +1,200 @@
+//! The strategies a user can ask for by name, and how `auto` chooses among them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use skewjoin_operators::broadcast_join::check_broadcast;
+use skewjoin_operators::{JoinType, Side};
+
+/// A strategy as named on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// Let the planner choose from the input sizes and the join type.
+    Auto,
+    /// Hash-partition both sides.
+    Shuffle,
+    /// Broadcast the smaller side whose broadcast the join type allows.
+    Broadcast,
+}
+
+impl Strategy {
+    /// Every strategy that runs a join itself (not `auto`).
+    pub const CONCRETE: [Strategy; 2] = [Strategy::Shuffle, Strategy::Broadcast];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Auto => "auto",
+            Strategy::Shuffle => "shuffle",
+            Strategy::Broadcast => "broadcast",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Strategy::Auto),
+            "shuffle" | "hash" => Ok(Strategy::Shuffle),
+            "broadcast" => Ok(Strategy::Broadcast),
+            other => Err(format!(
+                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast"
+            )),
+        }
+    }
+}
+
+/// A strategy with every choice made: what the dataflow is built from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Resolved {
+    /// Shuffle-Join.
+    Shuffle,
+    /// Broadcast-Join broadcasting `side`.
+    Broadcast {
+        /// The side copied to every worker.
+        side: Side,
+    },
+}
+
+impl Resolved {
+    /// The name reported in metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Resolved::Shuffle => "shuffle",
+            Resolved::Broadcast { .. } => "broadcast",
+        }
+    }
+}
+
+/// What the planner knows when it chooses.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanInputs {
+    /// The join type.
+    pub how: JoinType,
+    /// Rows on each side.
+    pub left_rows: u64,
+    /// Rows on the right.
+    pub right_rows: u64,
+    /// Worker count W.
+    pub workers: usize,
+    /// The most rows the planner may copy to every worker.
+    pub broadcast_limit: u64,
+}
+
+/// A choice and the reason for it, for `explain` and the run summary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Choice {
+    /// The strategy to run.
+    pub resolved: Resolved,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// The side a Broadcast-Join should copy: the smaller one the join type allows.
+pub fn broadcast_side(inputs: &PlanInputs) -> Option<Side> {
+    let mut candidates = [Side::Right, Side::Left]
+        .into_iter()
+        .filter(|side| check_broadcast(inputs.how, *side).is_ok())
+        .collect::<Vec<_>>();
+    candidates.sort_by_key(|side| match side {
+        Side::Left => inputs.left_rows,
+        Side::Right => inputs.right_rows,
+    });
+    candidates.first().copied()
+}
+
+/// Resolves `strategy` for these inputs. An explicit strategy that cannot compute this join type
+/// is an error naming the alternatives.
+pub fn choose(strategy: Strategy, inputs: &PlanInputs) -> Result<Choice, String> {
+    match strategy {
+        Strategy::Shuffle => Ok(Choice {
+            resolved: Resolved::Shuffle,
+            reason: "asked for".into(),
+        }),
+        Strategy::Broadcast => match broadcast_side(inputs) {
+            Some(side) => Ok(Choice {
+                resolved: Resolved::Broadcast { side },
+                reason: format!("asked for; the {side} side is the smaller side the join type lets us copy"),
+            }),
+            None => Err(format!(
+                "the broadcast strategy cannot compute a {} join: it keeps or filters rows of both sides by whether they matched anywhere; use --strategy shuffle",
+                inputs.how
+            )),
+        },
+        Strategy::Auto => Ok(choose_auto(inputs)),
+    }
+}
+
+/// Broadcast when the copied side is small in absolute terms (within the limit) and copying it
+/// to every worker moves fewer records than shuffling both sides would; otherwise shuffle.
+fn choose_auto(inputs: &PlanInputs) -> Choice {
+    if let Some(side) = broadcast_side(inputs) {
+        let (small, large) = match side {
+            Side::Left => (inputs.left_rows, inputs.right_rows),
+            Side::Right => (inputs.right_rows, inputs.left_rows),
+        };
+        let workers = inputs.workers.max(1) as u64;
+        // Shuffle moves (W-1)/W of both sides; broadcast moves the small side to W-1 workers.
+        let shuffle_moved = (small + large) * (workers - 1) / workers;
+        let broadcast_moved = small * (workers - 1);
+        if small <= inputs.broadcast_limit && broadcast_moved <= shuffle_moved {
+            return Choice {
+                resolved: Resolved::Broadcast { side },
+                reason: format!(
+                    "the {side} side ({small} rows) is within the broadcast limit ({}) and copying it moves {broadcast_moved} records against {shuffle_moved} for a shuffle",
+                    inputs.broadcast_limit
+                ),
+            };
+        }
+    }
+    Choice {
+        resolved: Resolved::Shuffle,
+        reason: "no side is small enough to broadcast profitably".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs(how: JoinType, left_rows: u64, right_rows: u64) -> PlanInputs {
+        PlanInputs {
+            how,
+            left_rows,
+            right_rows,
+            workers: 4,
+            broadcast_limit: 1_000_000,
+        }
+    }
+
+    #[test]
+    fn auto_broadcasts_a_small_side_it_may_copy() {
+        let choice = choose(Strategy::Auto, &inputs(JoinType::Inner, 1_000_000, 100)).unwrap();
+        assert_eq!(choice.resolved, Resolved::Broadcast { side: Side::Right });
+        // A left join cannot broadcast the left side, however small.
+        let choice = choose(Strategy::Auto, &inputs(JoinType::Left, 100, 1_000_000)).unwrap();
+        assert_eq!(choice.resolved, Resolved::Shuffle);
+        let choice = choose(Strategy::Auto, &inputs(JoinType::Inner, 1000, 1000)).unwrap();
+        assert_eq!(choice.resolved, Resolved::Shuffle);
+    }
+
+    #[test]
+    fn broadcast_of_a_full_join_is_an_error() {
+        let error = choose(Strategy::Broadcast, &inputs(JoinType::Full, 10, 10)).unwrap_err();
+        assert!(error.contains("--strategy shuffle"), "{error}");
+        for name in ["auto", "shuffle", "broadcast"] {
+            assert_eq!(name.parse::<Strategy>().unwrap().name(), name);
+        }
+    }
+}

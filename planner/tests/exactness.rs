@@ -1,0 +1,135 @@
+//! Every strategy, every join type, several worker and partition counts, against the nested-loop
+//! reference: output multisets must be equal.
+
+use proptest::prelude::*;
+use skewjoin_operators::reference::nested_loop_join;
+use skewjoin_operators::{JoinType, Key, Side};
+use skewjoin_planner::exec::join_in_memory;
+use skewjoin_planner::strategy::Resolved;
+
+type Rows = Vec<(Key, u32)>;
+
+/// Every resolved strategy that can compute `how`.
+fn strategies(how: JoinType) -> Vec<Resolved> {
+    let mut all = vec![Resolved::Shuffle];
+    for side in [Side::Left, Side::Right] {
+        if !how.tracks_matches(side) {
+            all.push(Resolved::Broadcast { side });
+        }
+    }
+    all
+}
+
+/// (workers, partitions) pairs: W in {1, 2, 3, 4, 8}, with P equal to, above and below W.
+const LAYOUTS: [(usize, usize); 7] = [(1, 1), (1, 5), (2, 2), (2, 7), (3, 8), (4, 3), (8, 16)];
+
+fn check(left: &Rows, right: &Rows, layouts: &[(usize, usize)]) {
+    for how in JoinType::ALL {
+        let mut expected = nested_loop_join(left, right, how);
+        expected.sort();
+        for resolved in strategies(how) {
+            for &(workers, partitions) in layouts {
+                let (mut rows, loads) =
+                    join_in_memory(left, right, how, resolved, partitions, workers).unwrap();
+                rows.sort();
+                assert_eq!(
+                    rows, expected,
+                    "{how} join with {resolved:?}, W={workers}, P={partitions}"
+                );
+                assert_eq!(loads.total_output(), expected.len() as u64);
+                assert_eq!(loads.per_partition.len(), partitions);
+            }
+        }
+    }
+}
+
+fn rows(keys: Vec<Key>) -> Rows {
+    keys.into_iter().zip(0..).collect()
+}
+
+fn int_keys(keys: &[Option<i64>]) -> Rows {
+    rows(keys.iter().map(|k| Key::from(*k)).collect())
+}
+
+#[test]
+fn empty_inputs() {
+    let some = int_keys(&[Some(1), Some(2), None]);
+    check(&Vec::new(), &Vec::new(), &LAYOUTS);
+    check(&some, &Vec::new(), &LAYOUTS);
+    check(&Vec::new(), &some, &LAYOUTS);
+}
+
+#[test]
+fn all_null_keys() {
+    check(
+        &int_keys(&[None, None, None]),
+        &int_keys(&[None, None]),
+        &LAYOUTS,
+    );
+}
+
+#[test]
+fn a_single_hot_key_on_both_sides() {
+    check(&int_keys(&[Some(7); 40]), &int_keys(&[Some(7); 25]), &LAYOUTS);
+}
+
+#[test]
+fn keys_on_one_side_only() {
+    check(
+        &int_keys(&[Some(1), Some(2), Some(3), Some(3)]),
+        &int_keys(&[Some(4), Some(5), Some(5)]),
+        &LAYOUTS,
+    );
+}
+
+#[test]
+fn composite_string_and_integer_keys() {
+    let make = |parts: &[(&str, Option<i64>)]| {
+        rows(
+            parts
+                .iter()
+                .map(|(s, i)| Key::composite(vec![Key::str(s), Key::from(*i)]))
+                .collect(),
+        )
+    };
+    let left = make(&[("a", Some(1)), ("a", Some(2)), ("b", Some(1)), ("a", None)]);
+    let right = make(&[("a", Some(1)), ("a", Some(1)), ("b", Some(2)), ("c", Some(1))]);
+    check(&left, &right, &LAYOUTS);
+}
+
+fn key_strategy() -> impl Strategy<Value = Key> {
+    prop_oneof![
+        1 => Just(Key::Null),
+        // A small domain, so that keys collide and some are hot.
+        6 => (0i64..12).prop_map(Key::Int),
+        2 => "[ab]{0,2}".prop_map(|s| Key::str(&s)),
+        1 => ((0i64..3), "[xy]").prop_map(|(i, s)| Key::composite(vec![Key::Int(i), Key::str(&s)])),
+    ]
+}
+
+fn side_strategy() -> impl Strategy<Value = Rows> {
+    prop::collection::vec(key_strategy(), 0..60).prop_map(rows)
+}
+
+fn skewed_side() -> impl Strategy<Value = Rows> {
+    // Mostly one hot key, plus a few others.
+    prop::collection::vec(
+        prop_oneof![5 => Just(Key::Int(3)), 2 => (0i64..20).prop_map(Key::Int), 1 => Just(Key::Null)],
+        0..120,
+    )
+    .prop_map(rows)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_inputs_match_the_nested_loop(left in side_strategy(), right in side_strategy()) {
+        check(&left, &right, &LAYOUTS);
+    }
+
+    #[test]
+    fn skewed_inputs_match_the_nested_loop(left in skewed_side(), right in skewed_side()) {
+        check(&left, &right, &[(2, 8), (3, 3)]);
+    }
+}
