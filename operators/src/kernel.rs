@@ -20,58 +20,83 @@ use crate::key::JoinKey;
 const NO_GROUP: u32 = u32::MAX;
 
 /// A hash table over borrowed `(key, value)` rows, grouped by key.
+///
+/// Building reorders the rows in place so that each key's rows are one contiguous run: emitting a
+/// hot key's pairs then scans dense memory instead of chasing indices, which is what makes
+/// output production run at memory speed.
 pub struct BuildTable<'a, K, V> {
+    /// The rows, NULL keys first, then grouped by key.
     rows: &'a [(K, V)],
+    /// Key to group number.
     groups: FxHashMap<&'a K, u32>,
-    /// Group `g`'s rows are `order[offsets[g]..offsets[g + 1]]`.
-    offsets: Vec<u32>,
-    order: Vec<u32>,
-    /// Rows whose key is NULL: they never match.
-    nulls: Vec<u32>,
+    /// Group `g`'s rows are `rows[starts[g]..starts[g + 1]]`.
+    starts: Vec<u32>,
     /// Per group, whether some probe row matched it; empty unless tracking was asked for.
     matched: Vec<bool>,
 }
 
 impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
-    /// Builds the table. `track_matches` keeps a matched flag per key, for outer, semi and anti
-    /// joins that preserve or filter this side.
-    pub fn new(rows: &'a [(K, V)], track_matches: bool) -> Self {
+    /// Builds the table, reordering `rows`. `track_matches` keeps a matched flag per key, for
+    /// outer, semi and anti joins that preserve or filter this side.
+    pub fn new(rows: &'a mut [(K, V)], track_matches: bool) -> Self {
         assert!(rows.len() < NO_GROUP as usize, "too many rows for one partition");
-        let mut groups: FxHashMap<&'a K, u32> =
-            FxHashMap::with_capacity_and_hasher(rows.len().min(1 << 20), FxBuildHasher);
+        // Pass 1: a group number per row (NULL keys form group 0's prefix, numbered NO_GROUP).
         let mut group_of_row = Vec::with_capacity(rows.len());
         let mut sizes: Vec<u32> = Vec::new();
-        let mut nulls = Vec::new();
-        for (index, (key, _)) in rows.iter().enumerate() {
-            if key.is_null() {
-                nulls.push(index as u32);
-                group_of_row.push(NO_GROUP);
-                continue;
+        let mut nulls = 0u32;
+        {
+            let mut numbering: FxHashMap<&K, u32> =
+                FxHashMap::with_capacity_and_hasher(rows.len().min(1 << 16), FxBuildHasher);
+            for (key, _) in rows.iter() {
+                if key.is_null() {
+                    nulls += 1;
+                    group_of_row.push(NO_GROUP);
+                    continue;
+                }
+                let next = sizes.len() as u32;
+                let group = *numbering.entry(key).or_insert(next);
+                if group == next {
+                    sizes.push(0);
+                }
+                sizes[group as usize] += 1;
+                group_of_row.push(group);
             }
-            let next = sizes.len() as u32;
-            let group = *groups.entry(key).or_insert(next);
-            if group == next {
-                sizes.push(0);
-            }
-            sizes[group as usize] += 1;
-            group_of_row.push(group);
         }
-        // Prefix sums, then place each row at its group's cursor.
-        let mut offsets = Vec::with_capacity(sizes.len() + 1);
-        let mut total = 0u32;
-        offsets.push(0);
+        // Destination of every row: NULLs first, then each group's run.
+        let mut starts = Vec::with_capacity(sizes.len() + 1);
+        let mut total = nulls;
         for size in &sizes {
+            starts.push(total);
             total += size;
-            offsets.push(total);
         }
-        let mut cursor = offsets[..sizes.len()].to_vec();
-        let mut order = vec![0u32; total as usize];
-        for (index, group) in group_of_row.into_iter().enumerate() {
-            if group != NO_GROUP {
-                let slot = &mut cursor[group as usize];
-                order[*slot as usize] = index as u32;
+        starts.push(total);
+        let mut cursor = starts[..sizes.len()].to_vec();
+        let mut null_cursor = 0u32;
+        let mut destination: Vec<u32> = group_of_row
+            .into_iter()
+            .map(|group| {
+                let slot = if group == NO_GROUP {
+                    &mut null_cursor
+                } else {
+                    &mut cursor[group as usize]
+                };
                 *slot += 1;
+                *slot - 1
+            })
+            .collect();
+        // Apply the permutation in place by following its cycles.
+        for start in 0..rows.len() {
+            while destination[start] as usize != start {
+                let target = destination[start] as usize;
+                rows.swap(start, target);
+                destination.swap(start, target);
             }
+        }
+        let rows: &'a [(K, V)] = rows;
+        let mut groups: FxHashMap<&'a K, u32> =
+            FxHashMap::with_capacity_and_hasher(sizes.len(), FxBuildHasher);
+        for (group, &start) in starts[..sizes.len()].iter().enumerate() {
+            groups.insert(&rows[start as usize].0, group as u32);
         }
         let matched = if track_matches {
             vec![false; sizes.len()]
@@ -81,16 +106,14 @@ impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
         BuildTable {
             rows,
             groups,
-            offsets,
-            order,
-            nulls,
+            starts,
             matched,
         }
     }
 
     /// The number of distinct non-NULL keys.
     pub fn group_count(&self) -> usize {
-        self.offsets.len() - 1
+        self.starts.len() - 1
     }
 
     /// The group of `key`, if any row has it. NULL finds nothing.
@@ -102,18 +125,16 @@ impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
         self.groups.get(key).copied()
     }
 
-    /// The rows of group `group`.
+    /// The rows of group `group`, contiguous.
     #[inline]
-    pub fn group_rows(&self, group: u32) -> impl Iterator<Item = &'a (K, V)> + '_ {
-        let range = self.offsets[group as usize] as usize..self.offsets[group as usize + 1] as usize;
-        let rows = self.rows;
-        self.order[range].iter().map(move |&row| &rows[row as usize])
+    pub fn group_rows(&self, group: u32) -> &'a [(K, V)] {
+        &self.rows[self.starts[group as usize] as usize..self.starts[group as usize + 1] as usize]
     }
 
     /// The key of group `group`.
     #[inline]
     pub fn group_key(&self, group: u32) -> &'a K {
-        &self.rows[self.order[self.offsets[group as usize] as usize] as usize].0
+        &self.rows[self.starts[group as usize] as usize].0
     }
 
     /// Records that group `group` matched (a no-op unless tracking).
@@ -131,9 +152,8 @@ impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
     }
 
     /// The rows whose key is NULL.
-    pub fn null_rows(&self) -> impl Iterator<Item = &'a (K, V)> + '_ {
-        let rows = self.rows;
-        self.nulls.iter().map(move |&row| &rows[row as usize])
+    pub fn null_rows(&self) -> &'a [(K, V)] {
+        &self.rows[..self.starts[0] as usize]
     }
 }
 
@@ -172,17 +192,17 @@ impl Emission {
 /// per output row with `(key, left, right)`: both present for a pair, one present for a padded
 /// row or a semi/anti row.
 ///
-/// The smaller own side is built; the other probes. Own rows are complete for their keys (every
+/// The smaller own side is built (and reordered by key); the other probes. Own rows are complete for their keys (every
 /// own record of a key is in this partition), so padding and semi/anti decisions about them are
 /// final here. Broadcast rows only ever pair with own rows of the other side.
 ///
 /// ```
 /// use skewjoin_operators::{kernel::hash_join, JoinType};
 ///
-/// let left = vec![(1u64, "a"), (2, "b"), (2, "c")];
-/// let right = vec![(2u64, 'x'), (3, 'y')];
+/// let mut left = vec![(1u64, "a"), (2, "b"), (2, "c")];
+/// let mut right = vec![(2u64, 'x'), (3, 'y')];
 /// let mut out = Vec::new();
-/// hash_join(&left, &right, JoinType::Full, |k, l, r| out.push((*k, l.copied(), r.copied())));
+/// hash_join(&mut left, &mut right, JoinType::Full, |k, l, r| out.push((*k, l.copied(), r.copied())));
 /// out.sort();
 /// assert_eq!(out, vec![
 ///     (1, Some("a"), None),
@@ -192,8 +212,8 @@ impl Emission {
 /// ]);
 /// ```
 pub fn local_join<K, L, R, E>(
-    left: &[(K, L)],
-    right: &[(K, R)],
+    left: &mut [(K, L)],
+    right: &mut [(K, R)],
     broadcast_left: Option<&BuildTable<'_, K, L>>,
     broadcast_right: Option<&BuildTable<'_, K, R>>,
     how: JoinType,
@@ -227,7 +247,7 @@ pub fn local_join<K, L, R, E>(
 }
 
 /// Joins two slices of rows in memory: [`local_join`] without broadcast rows.
-pub fn hash_join<K, L, R, E>(left: &[(K, L)], right: &[(K, R)], how: JoinType, emit: E)
+pub fn hash_join<K, L, R, E>(left: &mut [(K, L)], right: &mut [(K, R)], how: JoinType, emit: E)
 where
     K: JoinKey,
     E: FnMut(&K, Option<&L>, Option<&R>),
@@ -239,7 +259,7 @@ where
 /// tables: `broadcast_build` holds rows of the build side's type (probed by own probe rows),
 /// `broadcast_probe` rows of the probe side's type (looked up by own build keys).
 fn join_oriented<K, B, P, E>(
-    build: &[(K, B)],
+    build: &mut [(K, B)],
     probe: &[(K, P)],
     broadcast_build: Option<&BuildTable<'_, K, B>>,
     broadcast_probe: Option<&BuildTable<'_, K, P>>,
@@ -335,7 +355,8 @@ mod tests {
 
     fn run(left: &[(Key, u32)], right: &[(Key, u32)], how: JoinType) -> Vec<Row> {
         let mut out = Vec::new();
-        hash_join(left, right, how, |k, l, r| {
+        let (mut left, mut right) = (left.to_vec(), right.to_vec());
+        hash_join(&mut left, &mut right, how, |k, l, r| {
             out.push((if let Key::Int(v) = k { Some(*v as u8) } else { None }, l.copied(), r.copied()))
         });
         out.sort();
@@ -376,12 +397,12 @@ mod tests {
     fn broadcast_rows_pair_but_are_never_padded() {
         // Left stays in place, right is broadcast: a left-outer join is correct per partition.
         let left = rows(&[Some(1), Some(2)]);
-        let broadcast = rows(&[Some(2), Some(5)]);
-        let table = BuildTable::new(&broadcast, false);
+        let mut broadcast = rows(&[Some(2), Some(5)]);
+        let table = BuildTable::new(&mut broadcast, false);
         let mut out = Vec::new();
         local_join(
-            &left,
-            &[] as &[(Key, u32)],
+            &mut left.clone(),
+            &mut [] as &mut [(Key, u32)],
             None,
             Some(&table),
             JoinType::Full,
@@ -400,17 +421,18 @@ mod tests {
         // drops them and the matched own right row of key 3 pairs with the broadcast left row.
         let left = rows(&[Some(2), Some(7)]);
         let right = rows(&[Some(3)]);
-        let broadcast_right = rows(&[Some(2)]);
-        let broadcast_left = rows(&[Some(3)]);
-        let bl = BuildTable::new(&broadcast_left, false);
-        let br = BuildTable::new(&broadcast_right, false);
+        let mut broadcast_right = rows(&[Some(2)]);
+        let mut broadcast_left = rows(&[Some(3)]);
+        let bl = BuildTable::new(&mut broadcast_left, false);
+        let br = BuildTable::new(&mut broadcast_right, false);
+        let (mut left, mut right) = (left, right);
         let mut anti = Vec::new();
-        local_join(&left, &right, Some(&bl), Some(&br), JoinType::LeftAnti, |k, l, _| {
+        local_join(&mut left, &mut right, Some(&bl), Some(&br), JoinType::LeftAnti, |k, l, _| {
             anti.push((k.clone(), l.copied()))
         });
         assert_eq!(anti, vec![(Key::Int(7), Some(1))]);
         let mut full = Vec::new();
-        local_join(&left, &right, Some(&bl), Some(&br), JoinType::Full, |k, l, r| {
+        local_join(&mut left, &mut right, Some(&bl), Some(&br), JoinType::Full, |k, l, r| {
             full.push((k.clone(), l.copied(), r.copied()))
         });
         full.sort();

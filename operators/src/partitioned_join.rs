@@ -149,17 +149,20 @@ where
                         index += 1;
                         continue;
                     }
-                    let (capability, state) = pending.swap_remove(index);
+                    let (capability, mut state) = pending.swap_remove(index);
                     let mut session = output.session(&capability);
+                    let broadcast_held = (state.broadcast_left.len() + state.broadcast_right.len()) as u64;
                     let broadcast_left = (!state.broadcast_left.is_empty())
-                        .then(|| BuildTable::new(&state.broadcast_left, false));
+                        .then(|| BuildTable::new(&mut state.broadcast_left, false));
                     let broadcast_right = (!state.broadcast_right.is_empty())
-                        .then(|| BuildTable::new(&state.broadcast_right, false));
+                        .then(|| BuildTable::new(&mut state.broadcast_right, false));
                     for (slot, &partition) in local.iter().enumerate() {
                         let mut produced = 0u64;
+                        let held = (state.left[slot].len() + state.right[slot].len()) as u64
+                            + broadcast_held;
                         local_join(
-                            &state.left[slot],
-                            &state.right[slot],
+                            &mut state.left[slot],
+                            &mut state.right[slot],
                             broadcast_left.as_ref(),
                             broadcast_right.as_ref(),
                             how,
@@ -177,10 +180,6 @@ where
                             out.clear();
                         }
                         loads.output(partition, produced);
-                        let held = (state.left[slot].len()
-                            + state.right[slot].len()
-                            + state.broadcast_left.len()
-                            + state.broadcast_right.len()) as u64;
                         loads.release(partition, held);
                     }
                 }

@@ -1,7 +1,8 @@
 //! Runs a planned join over in-memory keys on a pool of timely worker threads.
 //!
-//! The values that flow through the dataflow are row numbers (`u32`), so records stay small and
-//! whatever a row carries is looked up only for output rows. Row `i` of a side with `n` rows has
+//! The values that flow through the dataflow are [`RowRef`]s, a row number and the row's hash, so
+//! records stay small, whatever a row carries is looked up only for output rows, and checksums
+//! need no lookup at all. Row `i` of a side with `n` rows has
 //! home partition `partitioning.partition_of_row(i, n)` (contiguous ranges), and is fed by the
 //! worker hosting that partition.
 
@@ -17,13 +18,16 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 use crate::compose::{build_join, Home};
 use crate::strategy::Resolved;
 
-/// Where one worker's output rows go: each call is one output row, by left and right row number
+/// A row as it travels through a join: its row number and its hash (zero when the job has none).
+pub type RowRef = (u32, u64);
+
+/// Where one worker's output rows go: each call is one output row, by left and right row
 /// (`None` for a padded side, or the absent side of a semi or anti join).
 pub trait PairSink: 'static {
     /// What the sink reports when the join is done.
     type Summary: Send + 'static;
     /// One output row.
-    fn emit(&mut self, left: Option<u32>, right: Option<u32>);
+    fn emit(&mut self, left: Option<&RowRef>, right: Option<&RowRef>);
     /// Called once after the last row.
     fn finish(self) -> Result<Self::Summary, String>;
 }
@@ -35,6 +39,10 @@ pub struct JoinJob<K> {
     pub left: Arc<[K]>,
     /// The right keys, by row number.
     pub right: Arc<[K]>,
+    /// Each left row's hash, carried with it to the output (empty: all zero).
+    pub left_hashes: Arc<[u64]>,
+    /// Each right row's hash (empty: all zero).
+    pub right_hashes: Arc<[u64]>,
     /// The join type.
     pub how: JoinType,
     /// The strategy.
@@ -69,6 +77,11 @@ where
     if job.left.len() >= u32::MAX as usize || job.right.len() >= u32::MAX as usize {
         return Err("an input has 2^32 rows or more; split it into several files".into());
     }
+    if (!job.left_hashes.is_empty() && job.left_hashes.len() != job.left.len())
+        || (!job.right_hashes.is_empty() && job.right_hashes.len() != job.right.len())
+    {
+        return Err("row hashes must be given for every row or for none".into());
+    }
     if job.partitions == 0 || job.workers == 0 {
         return Err("the partition and worker counts must be at least 1".into());
     }
@@ -89,10 +102,10 @@ where
         worker.dataflow::<u32, _, _>(|scope| {
             let left = scope.input_from(&mut left_input);
             let right = scope.input_from(&mut right_input);
-            let home_left: Home<K, u32> =
-                Rc::new(move |_, row| partitioning.partition_of_row(*row as u64, left_rows));
-            let home_right: Home<K, u32> =
-                Rc::new(move |_, row| partitioning.partition_of_row(*row as u64, right_rows));
+            let home_left: Home<K, RowRef> =
+                Rc::new(move |_, row| partitioning.partition_of_row(row.0 as u64, left_rows));
+            let home_right: Home<K, RowRef> =
+                Rc::new(move |_, row| partitioning.partition_of_row(row.0 as u64, right_rows));
             let sink = Rc::clone(&sink);
             build_join(
                 left,
@@ -102,8 +115,8 @@ where
                 partitioning,
                 (home_left, home_right),
                 loads.clone(),
-                move |_key, l: Option<&u32>, r: Option<&u32>, _out: &mut Vec<()>| {
-                    sink.borrow_mut().emit(l.copied(), r.copied())
+                move |_key, l: Option<&RowRef>, r: Option<&RowRef>, _out: &mut Vec<()>| {
+                    sink.borrow_mut().emit(l, r)
                 },
             )
             .probe_with(&probe);
@@ -111,12 +124,13 @@ where
 
         let mut sent = 0usize;
         for partition in partitioning.local_partitions(index) {
-            for (keys, input, rows) in [
-                (&job.left, &mut left_input, left_rows),
-                (&job.right, &mut right_input, right_rows),
+            for (keys, hashes, input, rows) in [
+                (&job.left, &job.left_hashes, &mut left_input, left_rows),
+                (&job.right, &job.right_hashes, &mut right_input, right_rows),
             ] {
                 for row in partitioning.rows_of_partition(partition, rows) {
-                    input.send((keys[row as usize].clone(), row as u32));
+                    let hash = hashes.get(row as usize).copied().unwrap_or(0);
+                    input.send((keys[row as usize].clone(), (row as u32, hash)));
                     sent += 1;
                     if sent % FEED_CHUNK == 0 {
                         worker.step();
@@ -155,8 +169,8 @@ pub struct CollectSink(pub Vec<(Option<u32>, Option<u32>)>);
 
 impl PairSink for CollectSink {
     type Summary = Vec<(Option<u32>, Option<u32>)>;
-    fn emit(&mut self, left: Option<u32>, right: Option<u32>) {
-        self.0.push((left, right));
+    fn emit(&mut self, left: Option<&RowRef>, right: Option<&RowRef>) {
+        self.0.push((left.map(|row| row.0), right.map(|row| row.0)));
     }
     fn finish(self) -> Result<Self::Summary, String> {
         Ok(self.0)
@@ -195,6 +209,8 @@ where
     let job = JoinJob {
         left: left.iter().map(|(k, _)| k.clone()).collect(),
         right: right.iter().map(|(k, _)| k.clone()).collect(),
+        left_hashes: Arc::new([]),
+        right_hashes: Arc::new([]),
         how,
         resolved,
         partitions,

@@ -1,0 +1,138 @@
+//! The command line of the `skewjoin` binary.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Skew-resistant equi-joins of Parquet, Arrow IPC and CSV files.
+#[derive(Debug, Parser)]
+#[command(name = "skewjoin", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Join two files.
+    Join(JoinArgs),
+    /// Write a pair of skewed tables (left.parquet, right.parquet) and print their exact join sizes.
+    Gen(GenArgs),
+    /// Generate skewed data in memory and run every strategy on it, side by side.
+    Demo(DemoArgs),
+}
+
+/// Flags shared by commands that run joins.
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Join type: inner, left, right, full, semi, anti, right-semi, right-anti.
+    #[arg(long, default_value = "inner")]
+    pub how: String,
+    /// Worker threads (default: the number of CPU cores).
+    #[arg(long, short = 'w')]
+    pub workers: Option<usize>,
+    /// Partitions the work is cut into (default: one per worker). Load is reported per partition.
+    #[arg(long, short = 'p')]
+    pub partitions: Option<usize>,
+}
+
+/// `skewjoin join`.
+#[derive(Debug, Args)]
+pub struct JoinArgs {
+    /// The left input (.parquet, .arrow/.ipc/.feather or .csv with a header).
+    pub left: PathBuf,
+    /// The right input.
+    pub right: PathBuf,
+    /// Key columns, the same names on both sides, comma-separated.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["left_on", "right_on"])]
+    pub on: Vec<String>,
+    /// Key columns of the left input, comma-separated.
+    #[arg(long, value_delimiter = ',', requires = "right_on")]
+    pub left_on: Vec<String>,
+    /// Key columns of the right input, comma-separated.
+    #[arg(long, value_delimiter = ',', requires = "left_on")]
+    pub right_on: Vec<String>,
+    /// Strategy: auto, shuffle, broadcast.
+    #[arg(long, short = 's', default_value = "auto")]
+    pub strategy: String,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Input format for both files, overriding their extensions: parquet, arrow, csv.
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Write the joined rows here (format from the extension, or --output-format). Without it the
+    /// output is produced and summarised as a row count and checksum.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// Output format, overriding the output's extension: parquet, arrow, csv.
+    #[arg(long)]
+    pub output_format: Option<String>,
+    /// Write run metrics (per-partition load, imbalance, timings) as JSON here.
+    #[arg(long)]
+    pub metrics: Option<PathBuf>,
+    /// The most rows `auto` will copy to every worker.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub broadcast_limit: u64,
+    /// Print nothing but errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// The data generator's flags, shared by `gen` and `demo`.
+#[derive(Debug, Args, Clone)]
+pub struct GenFlags {
+    /// Rows per side.
+    #[arg(long)]
+    pub rows: Option<u64>,
+    /// Rows on the left (overrides --rows).
+    #[arg(long)]
+    pub left_rows: Option<u64>,
+    /// Rows on the right (overrides --rows).
+    #[arg(long)]
+    pub right_rows: Option<u64>,
+    /// Size of the key domain.
+    #[arg(long)]
+    pub keys: Option<u64>,
+    /// Zipf exponent of both sides (0 = uniform).
+    #[arg(long)]
+    pub skew: Option<f64>,
+    /// Zipf exponent of the left side (overrides --skew).
+    #[arg(long)]
+    pub left_skew: Option<f64>,
+    /// Zipf exponent of the right side (overrides --skew).
+    #[arg(long)]
+    pub right_skew: Option<f64>,
+    /// Rank hot keys independently on each side (by default the same keys are hot on both).
+    #[arg(long)]
+    pub independent: bool,
+    /// Share of each side's rows whose keys exist on that side only (0..1).
+    #[arg(long, default_value_t = 0.0)]
+    pub noise: f64,
+    /// Random seed; the same seed gives the same tables.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+/// `skewjoin gen`.
+#[derive(Debug, Args)]
+pub struct GenArgs {
+    /// Directory to write left.parquet and right.parquet into (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// File format: parquet (default), arrow or csv; the extension follows.
+    #[arg(long, default_value = "parquet")]
+    pub format: String,
+    #[command(flatten)]
+    pub gen: GenFlags,
+}
+
+/// `skewjoin demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub gen: GenFlags,
+    #[command(flatten)]
+    pub run: RunArgs,
+}

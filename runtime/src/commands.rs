@@ -1,0 +1,408 @@
+//! What each subcommand does.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use skewjoin_operators::{JoinType, Side};
+use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
+use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy};
+
+use crate::cli::{DemoArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
+use crate::engine::{self, OutputTarget, SideData};
+use crate::error::{Error, Result};
+use crate::generate::{to_batch, to_side};
+use crate::io::{
+    check_key_compat, extract_keys, key_kinds, output_schema, read_table, row_hashes, write_table,
+    FileFormat, OutputWriter,
+};
+use crate::metrics::{checksum_hex, Metrics};
+
+fn parse_how(how: &str) -> Result<JoinType> {
+    how.parse().map_err(|e| Error::Usage(format!("--how: {e}")))
+}
+
+/// Worker and partition counts, with defaults.
+fn layout(run: &RunArgs) -> Result<(usize, usize)> {
+    let workers = match run.workers {
+        Some(0) => return Err(Error::Usage("--workers must be at least 1".into())),
+        Some(w) => w,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let partitions = match run.partitions {
+        Some(0) => return Err(Error::Usage("--partitions must be at least 1".into())),
+        Some(p) => p,
+        None => workers,
+    };
+    Ok((workers, partitions))
+}
+
+fn load_side(path: &Path, format: FileFormat, columns: &[String]) -> Result<SideData> {
+    let batch = read_table(path, format)?;
+    key_kinds(batch.schema().as_ref(), columns, path)?;
+    let keys = extract_keys(&batch, columns, path)?;
+    let hashes = row_hashes(&batch);
+    Ok(SideData {
+        name: path.display().to_string(),
+        keys: keys.into(),
+        hashes: hashes.into(),
+        batch,
+    })
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Writes `text` to `path` atomically: a temporary file in the same directory, renamed.
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let fail = |e: std::io::Error| Error::Io(format!("{}: cannot write: {e}", path.display()));
+    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
+    file.write_all(text.as_bytes()).map_err(fail)?;
+    file.persist(path).map_err(|e| fail(e.error))?;
+    Ok(())
+}
+
+fn check_writable_dir(path: &Path, flag: &str) -> Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(Error::Io(format!(
+            "{flag} {}: the directory {} does not exist; create it first",
+            path.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `skewjoin join`.
+pub fn join(args: JoinArgs) -> Result<()> {
+    let how = parse_how(&args.run.how)?;
+    let strategy: Strategy = args
+        .strategy
+        .parse()
+        .map_err(|e| Error::Usage(format!("--strategy: {e}")))?;
+    let (workers, partitions) = layout(&args.run)?;
+    let (left_on, right_on) = if !args.on.is_empty() {
+        (args.on.clone(), args.on.clone())
+    } else if !args.left_on.is_empty() {
+        (args.left_on.clone(), args.right_on.clone())
+    } else {
+        return Err(Error::Usage(
+            "no join key: give --on COLUMNS, or --left-on and --right-on".into(),
+        ));
+    };
+    if left_on.len() != right_on.len() {
+        return Err(Error::Usage(format!(
+            "--left-on names {} columns but --right-on names {}; give the same number",
+            left_on.len(),
+            right_on.len()
+        )));
+    }
+    let explicit = args.format.as_deref().map(FileFormat::parse).transpose()?;
+    let left_format = FileFormat::detect(&args.left, explicit)?;
+    let right_format = FileFormat::detect(&args.right, explicit)?;
+    let output_format = match &args.output {
+        Some(path) => {
+            let explicit = args
+                .output_format
+                .as_deref()
+                .map(FileFormat::parse)
+                .transpose()?;
+            for input in [&args.left, &args.right] {
+                if same_file(path, input) {
+                    return Err(Error::Usage(format!(
+                        "--output {} is an input file; choose another path so the input is not overwritten",
+                        path.display()
+                    )));
+                }
+            }
+            check_writable_dir(path, "--output")?;
+            Some(FileFormat::detect(path, explicit)?)
+        }
+        None => None,
+    };
+    if let Some(path) = &args.metrics {
+        check_writable_dir(path, "--metrics")?;
+    }
+
+    let read_start = Instant::now();
+    let left = load_side(&args.left, left_format, &left_on)?;
+    let right = load_side(&args.right, right_format, &right_on)?;
+    check_key_compat(
+        (&args.left, left.batch.schema().as_ref(), &left_on),
+        (&args.right, right.batch.schema().as_ref(), &right_on),
+    )?;
+    let read_seconds = read_start.elapsed().as_secs_f64();
+
+    let rows = (left.keys.len() as u64, right.keys.len() as u64);
+    let choice = choose(
+        strategy,
+        &PlanInputs {
+            how,
+            left_rows: rows.0,
+            right_rows: rows.1,
+            workers,
+            broadcast_limit: args.broadcast_limit,
+        },
+    )
+    .map_err(Error::Usage)?;
+
+    let output = match (&args.output, output_format) {
+        (Some(path), Some(format)) => {
+            let schema = output_schema(
+                left.batch.schema().as_ref(),
+                right.batch.schema().as_ref(),
+                how,
+            );
+            let writer = OutputWriter::create(path, format, Arc::clone(&schema))?;
+            Some(OutputTarget {
+                writer,
+                schema,
+                path: path.clone(),
+            })
+        }
+        _ => None,
+    };
+
+    let report = engine::run(
+        left,
+        right,
+        how,
+        choice.resolved,
+        partitions,
+        workers,
+        output,
+    )?;
+    let metrics = metrics_for(&choice, how, workers, partitions, rows, read_seconds, &report);
+    if let Some(path) = &args.metrics {
+        let text = serde_json::to_string_pretty(&metrics)
+            .map_err(|e| Error::Internal(format!("cannot encode metrics: {e}")))?;
+        write_atomically(path, &(text + "\n"))?;
+    }
+    if !args.quiet {
+        if args.output.is_none() {
+            println!("rows\t{}", metrics.output_rows);
+            println!("checksum\t{}", metrics.checksum);
+        }
+        eprintln!("{}", metrics.summary());
+    }
+    Ok(())
+}
+
+fn metrics_for(
+    choice: &Choice,
+    how: JoinType,
+    workers: usize,
+    partitions: usize,
+    rows: (u64, u64),
+    read_seconds: f64,
+    report: &engine::RunReport,
+) -> Metrics {
+    let broadcast_side = match choice.resolved {
+        Resolved::Broadcast { side } => Some(side.to_string()),
+        _ => None,
+    };
+    Metrics::new(
+        choice.resolved.name(),
+        &choice.reason,
+        broadcast_side,
+        how.name(),
+        workers,
+        partitions,
+        rows,
+        read_seconds,
+        report,
+    )
+}
+
+/// The generator spec from flags, with `defaults` for what is not given.
+fn gen_spec(flags: &GenFlags, defaults: GenSpec) -> Result<GenSpec> {
+    let rows = flags.rows;
+    let skew = flags.skew;
+    let spec = GenSpec {
+        left_rows: flags.left_rows.or(rows).unwrap_or(defaults.left_rows),
+        right_rows: flags.right_rows.or(rows).unwrap_or(defaults.right_rows),
+        keys: flags.keys.unwrap_or(defaults.keys),
+        left_skew: flags.left_skew.or(skew).unwrap_or(defaults.left_skew),
+        right_skew: flags.right_skew.or(skew).unwrap_or(defaults.right_skew),
+        independent: flags.independent,
+        noise: flags.noise,
+        seed: flags.seed,
+    };
+    spec.validate().map_err(Error::Usage)?;
+    Ok(spec)
+}
+
+fn describe(spec: &GenSpec) -> String {
+    format!(
+        "{} x {} rows over {} keys, Zipf {} / {}, {} hot keys, noise {}, seed {}",
+        spec.left_rows,
+        spec.right_rows,
+        spec.keys,
+        spec.left_skew,
+        spec.right_skew,
+        if spec.independent { "independent" } else { "shared" },
+        spec.noise,
+        spec.seed
+    )
+}
+
+fn print_counts(counts: &JoinCounts) {
+    println!("exact output rows of each join type:");
+    for (name, rows) in [
+        ("inner", counts.inner),
+        ("left", counts.left),
+        ("right", counts.right),
+        ("full", counts.full),
+        ("semi", counts.left_semi),
+        ("anti", counts.left_anti),
+        ("right-semi", counts.right_semi),
+        ("right-anti", counts.right_anti),
+    ] {
+        println!("  {name:<11} {rows}");
+    }
+}
+
+/// `skewjoin gen`.
+pub fn gen(args: GenArgs) -> Result<()> {
+    let spec = gen_spec(&args.gen, GenSpec::default())?;
+    let format = FileFormat::parse(&args.format)?;
+    let extension = match format {
+        FileFormat::Parquet => "parquet",
+        FileFormat::ArrowIpc => "arrow",
+        FileFormat::Csv => "csv",
+    };
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| Error::Io(format!("{}: cannot create directory: {e}", args.out.display())))?;
+    let pair = generate(&spec);
+    let left_path = args.out.join(format!("left.{extension}"));
+    let right_path = args.out.join(format!("right.{extension}"));
+    write_table(&left_path, format, &to_batch(&pair.left))?;
+    write_table(&right_path, format, &to_batch(&pair.right))?;
+    println!("wrote {} and {}", left_path.display(), right_path.display());
+    println!("{}", describe(&spec));
+    print_counts(&pair.counts());
+    Ok(())
+}
+
+fn expected_rows(counts: &JoinCounts, how: JoinType) -> u64 {
+    match how {
+        JoinType::Inner => counts.inner,
+        JoinType::Left => counts.left,
+        JoinType::Right => counts.right,
+        JoinType::Full => counts.full,
+        JoinType::LeftSemi => counts.left_semi,
+        JoinType::LeftAnti => counts.left_anti,
+        JoinType::RightSemi => counts.right_semi,
+        JoinType::RightAnti => counts.right_anti,
+    }
+}
+
+/// `skewjoin demo`.
+pub fn demo(args: DemoArgs) -> Result<()> {
+    let how = parse_how(&args.run.how)?;
+    let run = RunArgs {
+        workers: args.run.workers.or(Some(2)),
+        partitions: args.run.partitions.or(Some(8)),
+        ..args.run.clone()
+    };
+    let (workers, partitions) = layout(&run)?;
+    let defaults = GenSpec {
+        left_rows: 100_000,
+        right_rows: 100_000,
+        keys: 10_000,
+        left_skew: 0.8,
+        right_skew: 0.8,
+        ..GenSpec::default()
+    };
+    let spec = gen_spec(&args.gen, defaults)?;
+    println!("skewjoin demo: {} join of generated data", how);
+    println!("data: {}", describe(&spec));
+    let start = Instant::now();
+    let pair = generate(&spec);
+    let counts = pair.counts();
+    let expected = expected_rows(&counts, how);
+    let left = to_side("left", &pair.left);
+    let right = to_side("right", &pair.right);
+    println!(
+        "generated in {:.2}s; the exact {how} join has {expected} rows",
+        start.elapsed().as_secs_f64()
+    );
+    println!(
+        "running each strategy on {workers} worker threads, {partitions} partitions; load is max/mean over partitions (1.00 = perfectly even)\n"
+    );
+    println!(
+        "{:<10} {:>12} {:>16} {:>9} {:>13} {:>10} {:>10} {:>10}",
+        "strategy", "rows", "checksum", "time", "rows/s", "input", "output", "peak"
+    );
+    let mut checksums = Vec::new();
+    let mut all_right = true;
+    for strategy in Strategy::CONCRETE {
+        let inputs = PlanInputs {
+            how,
+            left_rows: spec.left_rows,
+            right_rows: spec.right_rows,
+            workers,
+            broadcast_limit: u64::MAX,
+        };
+        let choice = match choose(strategy, &inputs) {
+            Ok(choice) => choice,
+            Err(_) => {
+                println!("{:<10} (cannot compute a {how} join)", strategy.name());
+                continue;
+            }
+        };
+        let report = engine::run(
+            left.clone(),
+            right.clone(),
+            how,
+            choice.resolved,
+            partitions,
+            workers,
+            None,
+        )?;
+        let label = match choice.resolved {
+            Resolved::Broadcast { side: Side::Left } => "bcast-L".to_string(),
+            Resolved::Broadcast { side: Side::Right } => "bcast-R".to_string(),
+            other => other.name().to_string(),
+        };
+        let seconds = report.elapsed.as_secs_f64();
+        println!(
+            "{:<10} {:>12} {:>16} {:>8.3}s {:>13.3e} {:>10.2} {:>10.2} {:>10.2}",
+            label,
+            report.output_rows,
+            checksum_hex(report.checksum),
+            seconds,
+            report.output_rows as f64 / seconds.max(1e-9),
+            report.loads.input_imbalance(),
+            report.loads.output_imbalance(),
+            report.loads.peak_imbalance(),
+        );
+        all_right &= report.output_rows == expected;
+        checksums.push(report.checksum);
+    }
+    checksums.dedup();
+    println!();
+    if all_right && checksums.len() == 1 {
+        println!(
+            "every strategy produced the exact {expected} rows with the same checksum"
+        );
+        Ok(())
+    } else {
+        Err(Error::Internal(
+            "strategies disagree on the output; this is a bug, please report it".into(),
+        ))
+    }
+}

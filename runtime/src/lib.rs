@@ -1,0 +1,10 @@
+//! The `skewjoin` binary's library: file IO, the join engine over loaded tables, metrics, and
+//! the subcommands. See the README for usage.
+
+pub mod cli;
+pub mod commands;
+pub mod engine;
+pub mod error;
+pub mod generate;
+pub mod io;
+pub mod metrics;

@@ -1,0 +1,23 @@
+//! `skewjoin`: skew-resistant equi-joins of Parquet, Arrow IPC and CSV files.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use skewjoin_runtime::cli::{Cli, Command};
+use skewjoin_runtime::commands;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Join(args) => commands::join(args),
+        Command::Gen(args) => commands::gen(args),
+        Command::Demo(args) => commands::demo(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("skewjoin: error: {error}");
+            ExitCode::from(error.exit_code() as u8)
+        }
+    }
+}

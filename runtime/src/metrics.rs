@@ -1,0 +1,113 @@
+//! The `--metrics` JSON document and the human summary printed to stderr.
+
+use serde::Serialize;
+use skewjoin_operators::PartitionLoad;
+
+use crate::engine::RunReport;
+
+/// Everything a run reports. Field names are stable: scripts read them.
+#[derive(Clone, Debug, Serialize)]
+pub struct Metrics {
+    /// The strategy that ran (`auto` resolved).
+    pub strategy: String,
+    /// Why the planner chose it.
+    pub strategy_reason: String,
+    /// For Broadcast-Join, the side copied to every worker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broadcast_side: Option<String>,
+    /// The join type.
+    pub how: String,
+    /// Worker threads.
+    pub workers: usize,
+    /// Partitions.
+    pub partitions: usize,
+    /// Input rows on each side.
+    pub left_rows: u64,
+    /// Input rows on the right.
+    pub right_rows: u64,
+    /// Output rows.
+    pub output_rows: u64,
+    /// The output checksum as 16 hex digits (a JSON number would lose bits).
+    pub checksum: String,
+    /// Wall time of the join, without reading inputs.
+    pub elapsed_seconds: f64,
+    /// Wall time of reading and preparing inputs.
+    pub read_seconds: f64,
+    /// Per partition: input records received, output rows produced, peak records held.
+    pub per_partition: Vec<PartitionLoad>,
+    /// Max over mean of input records received.
+    pub input_imbalance: f64,
+    /// Max over mean of output rows produced.
+    pub output_imbalance: f64,
+    /// Max over mean of peak records held.
+    pub peak_imbalance: f64,
+}
+
+/// Formats a checksum the way metrics and summaries show it.
+pub fn checksum_hex(checksum: u64) -> String {
+    format!("{checksum:016x}")
+}
+
+impl Metrics {
+    /// The metrics of a finished run.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        strategy: &str,
+        strategy_reason: &str,
+        broadcast_side: Option<String>,
+        how: &str,
+        workers: usize,
+        partitions: usize,
+        rows: (u64, u64),
+        read_seconds: f64,
+        report: &RunReport,
+    ) -> Metrics {
+        Metrics {
+            strategy: strategy.to_string(),
+            strategy_reason: strategy_reason.to_string(),
+            broadcast_side,
+            how: how.to_string(),
+            workers,
+            partitions,
+            left_rows: rows.0,
+            right_rows: rows.1,
+            output_rows: report.output_rows,
+            checksum: checksum_hex(report.checksum),
+            elapsed_seconds: report.elapsed.as_secs_f64(),
+            read_seconds,
+            per_partition: report.loads.per_partition.clone(),
+            input_imbalance: report.loads.input_imbalance(),
+            output_imbalance: report.loads.output_imbalance(),
+            peak_imbalance: report.loads.peak_imbalance(),
+        }
+    }
+
+    /// The one-paragraph summary for stderr.
+    pub fn summary(&self) -> String {
+        let rate = if self.elapsed_seconds > 0.0 {
+            self.output_rows as f64 / self.elapsed_seconds
+        } else {
+            0.0
+        };
+        format!(
+            "{how} join, {strategy} strategy ({reason}), {workers} workers, {partitions} partitions\n\
+             {left} x {right} input rows -> {rows} output rows, checksum {checksum}\n\
+             join {elapsed:.3}s ({rate:.3e} rows/s), reading {read:.3}s\n\
+             max/mean per partition: input {input:.2}, output {output:.2}, peak held {peak:.2}",
+            how = self.how,
+            strategy = self.strategy,
+            reason = self.strategy_reason,
+            workers = self.workers,
+            partitions = self.partitions,
+            left = self.left_rows,
+            right = self.right_rows,
+            rows = self.output_rows,
+            checksum = self.checksum,
+            elapsed = self.elapsed_seconds,
+            read = self.read_seconds,
+            input = self.input_imbalance,
+            output = self.output_imbalance,
+            peak = self.peak_imbalance,
+        )
+    }
+}
