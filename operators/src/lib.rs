@@ -34,3 +34,8 @@ pub use load::{LoadRecorder, LoadReport, PartitionLoad};
 pub use partition::{Dest, Partitioning};
 pub use reference::JoinedRow;
 pub use shuffle_join::ShuffleJoin;
+
+/// The README's Rust example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
