@@ -45,6 +45,9 @@ impl<K, L, R> Pending<K, L, R> {
     }
 }
 
+/// Held records per timestamp, with the capability to emit their output.
+type PendingByTime<T, K, L, R> = Vec<(Capability<T>, Pending<K, L, R>)>;
+
 /// Moves a batch of routed records into per-slot vectors, counting receipt per partition.
 fn absorb<K, V>(
     batch: &mut Vec<Routed<K, V>>,
@@ -122,7 +125,7 @@ where
         pact_right,
         "PartitionedJoin",
         move |_capability, _info| {
-            let mut pending: Vec<(Capability<T>, Pending<K, L, R>)> = Vec::new();
+            let mut pending: PendingByTime<T, K, L, R> = Vec::new();
             let mut counts = vec![0u64; slots];
             let mut out: Vec<D> = Vec::with_capacity(OUTPUT_BATCH);
 
@@ -131,14 +134,30 @@ where
                     let time = join_time(&stamp);
                     let state = state_for(&mut pending, time, || stamp.delayed(time, 0), slots);
                     for batch in data {
-                        absorb(batch, &mut state.left, &mut state.broadcast_left, &partitioning, &local, &loads, &mut counts);
+                        absorb(
+                            batch,
+                            &mut state.left,
+                            &mut state.broadcast_left,
+                            &partitioning,
+                            &local,
+                            &loads,
+                            &mut counts,
+                        );
                     }
                 });
                 input_right.for_each_stamp(|stamp, data| {
                     let time = join_time(&stamp);
                     let state = state_for(&mut pending, time, || stamp.delayed(time, 0), slots);
                     for batch in data {
-                        absorb(batch, &mut state.right, &mut state.broadcast_right, &partitioning, &local, &loads, &mut counts);
+                        absorb(
+                            batch,
+                            &mut state.right,
+                            &mut state.broadcast_right,
+                            &partitioning,
+                            &local,
+                            &loads,
+                            &mut counts,
+                        );
                     }
                 });
 
@@ -151,7 +170,8 @@ where
                     }
                     let (capability, mut state) = pending.swap_remove(index);
                     let mut session = output.session(&capability);
-                    let broadcast_held = (state.broadcast_left.len() + state.broadcast_right.len()) as u64;
+                    let broadcast_held =
+                        (state.broadcast_left.len() + state.broadcast_right.len()) as u64;
                     let broadcast_left = (!state.broadcast_left.is_empty())
                         .then(|| BuildTable::new(&mut state.broadcast_left, false));
                     let broadcast_right = (!state.broadcast_right.is_empty())
@@ -200,7 +220,7 @@ fn join_time<T: Timestamp>(stamp: &InputCapability<T>) -> &T {
 
 /// The pending state for `time`, created (with a capability from `retain`) if new.
 fn state_for<'a, T: Timestamp, K, L, R>(
-    pending: &'a mut Vec<(Capability<T>, Pending<K, L, R>)>,
+    pending: &'a mut PendingByTime<T, K, L, R>,
     time: &T,
     retain: impl FnOnce() -> Capability<T>,
     slots: usize,

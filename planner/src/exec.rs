@@ -132,7 +132,7 @@ where
                     let hash = hashes.get(row as usize).copied().unwrap_or(0);
                     input.send((keys[row as usize].clone(), (row as u32, hash)));
                     sent += 1;
-                    if sent % FEED_CHUNK == 0 {
+                    if sent.is_multiple_of(FEED_CHUNK) {
                         worker.step();
                     }
                 }
@@ -177,6 +177,9 @@ impl PairSink for CollectSink {
     }
 }
 
+/// The output rows of an in-memory join and the per-partition load.
+pub type InMemoryJoin<K, L, R> = (Vec<JoinedRow<K, L, R>>, LoadReport);
+
 /// Joins two slices of `(key, value)` rows with `resolved` on `workers` threads and returns the
 /// output rows (in no particular order) with the per-partition load: the simplest way to run a
 /// strategy, and what the tests compare with the nested-loop reference.
@@ -200,7 +203,7 @@ pub fn join_in_memory<K, L, R>(
     resolved: Resolved,
     partitions: usize,
     workers: usize,
-) -> Result<(Vec<JoinedRow<K, L, R>>, LoadReport), String>
+) -> Result<InMemoryJoin<K, L, R>, String>
 where
     K: JoinKey + Sync,
     L: Clone,
