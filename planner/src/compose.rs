@@ -10,8 +10,10 @@ use std::rc::Rc;
 
 use skewjoin_operators::broadcast_join::broadcast_all;
 use skewjoin_operators::partitioned_join::partitioned_join;
-use skewjoin_operators::route::{by_key_hash, route, Route};
-use skewjoin_operators::{JoinKey, JoinType, LoadRecorder, Partitioning, Side};
+use skewjoin_operators::route::{route, Route};
+use skewjoin_operators::{
+    JoinConfig, JoinKey, JoinType, LoadRecorder, Partitioning, ShuffleJoin, Side,
+};
 use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
@@ -42,21 +44,13 @@ where
     D: Clone + 'static,
     F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
 {
-    let worker = left.scope().index();
     let (home_left, home_right) = homes;
     match resolved {
         Resolved::Shuffle => {
-            let left = route(
-                left,
-                "ShuffleLeft",
-                by_key_hash(partitioning, worker, how.keeps_unmatched(Side::Left)),
-            );
-            let right = route(
-                right,
-                "ShuffleRight",
-                by_key_hash(partitioning, worker, how.keeps_unmatched(Side::Right)),
-            );
-            partitioned_join(left, right, how, partitioning, loads, logic)
+            let config = JoinConfig::new()
+                .with_partitions(partitioning.partitions())
+                .with_loads(loads);
+            left.shuffle_join_with(right, how, &config, logic)
         }
         Resolved::Broadcast { side } => {
             let keep_left = how.keeps_unmatched(Side::Left);
