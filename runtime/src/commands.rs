@@ -51,11 +51,35 @@ fn load_side(path: &Path, format: FileFormat, columns: &[String]) -> Result<Side
     })
 }
 
+/// Whether two paths name the same file, whether or not it exists yet.
 fn same_file(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
+    fn resolve(path: &Path) -> Option<std::path::PathBuf> {
+        if let Ok(full) = path.canonicalize() {
+            return Some(full);
+        }
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        Some(dir.canonicalize().ok()?.join(path.file_name()?))
+    }
+    match (resolve(a), resolve(b)) {
+        (Some(a), Some(b)) => a == b,
         _ => false,
     }
+}
+
+/// Refuses a path we would write that is an input, or another path we write.
+fn refuse_overwrite(flag: &str, path: &Path, others: &[(&str, &Path)]) -> Result<()> {
+    for (what, other) in others {
+        if same_file(path, other) {
+            return Err(Error::Usage(format!(
+                "{flag} {} is also {what}; choose another path so it is not overwritten",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Writes `text` to `path` atomically: a temporary file in the same directory, renamed.
@@ -120,20 +144,28 @@ pub fn join(args: JoinArgs) -> Result<()> {
                 .as_deref()
                 .map(FileFormat::parse)
                 .transpose()?;
-            for input in [&args.left, &args.right] {
-                if same_file(path, input) {
-                    return Err(Error::Usage(format!(
-                        "--output {} is an input file; choose another path so the input is not overwritten",
-                        path.display()
-                    )));
-                }
-            }
+            refuse_overwrite(
+                "--output",
+                path,
+                &[
+                    ("an input file", &args.left),
+                    ("an input file", &args.right),
+                ],
+            )?;
             check_writable_dir(path, "--output")?;
             Some(FileFormat::detect(path, explicit)?)
         }
         None => None,
     };
     if let Some(path) = &args.metrics {
+        let mut others = vec![
+            ("an input file", &*args.left),
+            ("an input file", &*args.right),
+        ];
+        if let Some(output) = &args.output {
+            others.push(("the --output file", output));
+        }
+        refuse_overwrite("--metrics", path, &others)?;
         check_writable_dir(path, "--metrics")?;
     }
 
