@@ -1,11 +1,13 @@
 //! Plans and runs skew-resistant joins composed from the `skewjoin-operators` building blocks.
 //!
 //! - [`strategy`]: the strategies by name, and how `auto` chooses;
+//! - [`cost`]: key statistics and per-partition load predictions;
 //! - [`compose`]: builds a resolved strategy's dataflow from routes and partitioned joins;
 //! - [`exec`]: runs a planned join over in-memory keys on timely worker threads;
 //! - [`datagen`]: deterministic skewed inputs, the same natively and in the browser.
 
 pub mod compose;
+pub mod cost;
 pub mod datagen;
 pub mod exec;
 pub mod strategy;

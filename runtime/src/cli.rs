@@ -22,6 +22,24 @@ pub enum Command {
     Gen(GenArgs),
     /// Generate skewed data in memory and run every strategy on it, side by side.
     Demo(DemoArgs),
+    /// Show the plan for a join: strategy and why, hot keys, predicted per-partition load.
+    Explain(ExplainArgs),
+}
+
+/// `skewjoin explain`: the arguments of `join`, plus what to show.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub join: JoinArgs,
+    /// Also run the join and show measured load beside the prediction.
+    #[arg(long)]
+    pub analyze: bool,
+    /// Print the plan as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// How many of the hottest keys to list.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
 }
 
 /// Flags shared by commands that run joins.

@@ -5,19 +5,23 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use skewjoin_operators::{JoinType, Side};
+use skewjoin_operators::load::imbalance;
+use skewjoin_operators::{JoinType, Key, Partitioning, Side};
+use skewjoin_planner::cost::{predict, KeyStats};
 use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
 use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy};
 
-use crate::cli::{DemoArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
-use crate::engine::{self, OutputTarget, SideData};
+use crate::cli::{DemoArgs, ExplainArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
+use crate::engine::{self, JoinPlan, OutputTarget, SideData};
 use crate::error::{Error, Result};
+use crate::explain::{HotKey, Plan, SideSummary};
 use crate::generate::{to_batch, to_side};
 use crate::io::{
     check_key_compat, extract_keys, key_kinds, output_schema, read_table, row_hashes, write_table,
     FileFormat, OutputWriter,
 };
 use crate::metrics::{checksum_hex, Metrics};
+use crate::progress::Progress;
 
 fn parse_how(how: &str) -> Result<JoinType> {
     how.parse().map_err(|e| Error::Usage(format!("--how: {e}")))
@@ -110,8 +114,23 @@ fn check_writable_dir(path: &Path, flag: &str) -> Result<()> {
     Ok(())
 }
 
-/// `skewjoin join`.
-pub fn join(args: JoinArgs) -> Result<()> {
+/// A join with its inputs loaded and its strategy chosen.
+struct Prepared {
+    how: JoinType,
+    workers: usize,
+    partitions: usize,
+    left: SideData,
+    right: SideData,
+    rows: (u64, u64),
+    read_seconds: f64,
+    choice: Choice,
+    output_format: Option<FileFormat>,
+}
+
+/// Checks the arguments, reads both inputs and chooses the strategy. Everything that can be
+/// checked before the join runs is checked here, so a bad output path fails in a second, not
+/// after an hour of joining.
+fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
     let how = parse_how(&args.run.how)?;
     let strategy: Strategy = args
         .strategy
@@ -170,13 +189,20 @@ pub fn join(args: JoinArgs) -> Result<()> {
     }
 
     let read_start = Instant::now();
+    progress.say(&format!("reading {}", args.left.display()));
     let left = load_side(&args.left, left_format, &left_on)?;
+    progress.say(&format!("reading {}", args.right.display()));
     let right = load_side(&args.right, right_format, &right_on)?;
     check_key_compat(
         (&args.left, left.batch.schema().as_ref(), &left_on),
         (&args.right, right.batch.schema().as_ref(), &right_on),
     )?;
     let read_seconds = read_start.elapsed().as_secs_f64();
+    progress.say(&format!(
+        "read {} and {} rows in {read_seconds:.2}s",
+        left.keys.len(),
+        right.keys.len()
+    ));
 
     let rows = (left.keys.len() as u64, right.keys.len() as u64);
     let choice = choose(
@@ -190,7 +216,32 @@ pub fn join(args: JoinArgs) -> Result<()> {
         },
     )
     .map_err(Error::Usage)?;
+    Ok(Prepared {
+        how,
+        workers,
+        partitions,
+        left,
+        right,
+        rows,
+        read_seconds,
+        choice,
+        output_format,
+    })
+}
 
+/// Runs a prepared join: writes the output and metrics files if asked, and returns the metrics.
+fn run_prepared(args: &JoinArgs, prepared: Prepared, progress: &mut Progress) -> Result<Metrics> {
+    let Prepared {
+        how,
+        workers,
+        partitions,
+        left,
+        right,
+        rows,
+        read_seconds,
+        choice,
+        output_format,
+    } = prepared;
     let output = match (&args.output, output_format) {
         (Some(path), Some(format)) => {
             let schema = output_schema(
@@ -207,16 +258,20 @@ pub fn join(args: JoinArgs) -> Result<()> {
         }
         _ => None,
     };
-
-    let report = engine::run(
-        left,
-        right,
+    let counter = progress.output_counter();
+    progress.watch(&counter);
+    progress.say(&format!(
+        "joining with the {} strategy on {workers} workers, {partitions} partitions",
+        choice.resolved.name()
+    ));
+    let plan = JoinPlan {
         how,
-        choice.resolved,
+        resolved: choice.resolved,
         partitions,
         workers,
-        output,
-    )?;
+    };
+    let report = engine::run(left, right, plan, output, counter)?;
+    progress.finish();
     let metrics = metrics_for(
         &choice,
         how,
@@ -231,12 +286,93 @@ pub fn join(args: JoinArgs) -> Result<()> {
             .map_err(|e| Error::Internal(format!("cannot encode metrics: {e}")))?;
         write_atomically(path, &(text + "\n"))?;
     }
+    Ok(metrics)
+}
+
+/// `skewjoin join`.
+pub fn join(args: JoinArgs) -> Result<()> {
+    let mut progress = Progress::new(args.quiet);
+    let prepared = prepare(&args, &progress)?;
+    let metrics = run_prepared(&args, prepared, &mut progress)?;
     if !args.quiet {
         if args.output.is_none() {
             println!("rows\t{}", metrics.output_rows);
             println!("checksum\t{}", metrics.checksum);
         }
         eprintln!("{}", metrics.summary());
+    }
+    Ok(())
+}
+
+/// A key as text for the plan.
+fn key_text(key: &Key) -> String {
+    key.to_string()
+}
+
+/// `skewjoin explain`.
+pub fn explain(args: ExplainArgs) -> Result<()> {
+    let mut progress = Progress::new(args.join.quiet);
+    let prepared = prepare(&args.join, &progress)?;
+    let partitioning = Partitioning::new(prepared.partitions, prepared.workers);
+    let stats = KeyStats::from_keys(&prepared.left.keys, &prepared.right.keys);
+    let predicted = predict(
+        &prepared.choice.resolved,
+        prepared.how,
+        &prepared.left.keys,
+        &prepared.right.keys,
+        partitioning,
+    );
+    let (left_distinct, right_distinct) = stats.distinct();
+    let hot: Vec<HotKey> = stats
+        .hottest(args.top)
+        .into_iter()
+        .map(|count| HotKey {
+            key: key_text(&count.key),
+            left: count.left,
+            right: count.right,
+            pairs: count.pairs(),
+        })
+        .collect();
+    let mut plan = Plan {
+        strategy: prepared.choice.resolved.name().to_string(),
+        reason: prepared.choice.reason.clone(),
+        how: prepared.how.name().to_string(),
+        workers: prepared.workers,
+        partitions: prepared.partitions,
+        left: SideSummary {
+            path: args.join.left.display().to_string(),
+            rows: stats.left_rows,
+            distinct_keys: left_distinct,
+            null_keys: stats.left_nulls,
+        },
+        right: SideSummary {
+            path: args.join.right.display().to_string(),
+            rows: stats.right_rows,
+            distinct_keys: right_distinct,
+            null_keys: stats.right_nulls,
+        },
+        hot_keys: hot,
+        predicted_output_rows: predicted
+            .as_ref()
+            .map(|loads| loads.iter().map(|l| l.output_rows).sum()),
+        predicted_input_imbalance: predicted
+            .as_ref()
+            .map(|loads| imbalance(loads.iter().map(|l| l.input_records))),
+        predicted_output_imbalance: predicted
+            .as_ref()
+            .map(|loads| imbalance(loads.iter().map(|l| l.output_rows))),
+        predicted,
+        measured: None,
+    };
+    if args.analyze {
+        plan.measured = Some(run_prepared(&args.join, prepared, &mut progress)?);
+    }
+    if args.json {
+        let text = serde_json::to_string_pretty(&plan)
+            .map_err(|e| Error::Internal(format!("cannot encode the plan: {e}")))?;
+        println!("{text}");
+    } else {
+        print!("{}", plan.render());
     }
     Ok(())
 }
@@ -412,15 +548,13 @@ pub fn demo(args: DemoArgs) -> Result<()> {
                 continue;
             }
         };
-        let report = engine::run(
-            left.clone(),
-            right.clone(),
+        let plan = JoinPlan {
             how,
-            choice.resolved,
+            resolved: choice.resolved,
             partitions,
             workers,
-            None,
-        )?;
+        };
+        let report = engine::run(left.clone(), right.clone(), plan, None, None)?;
         let label = match choice.resolved {
             Resolved::Broadcast { side: Side::Left } => "bcast-L".to_string(),
             Resolved::Broadcast { side: Side::Right } => "bcast-R".to_string(),

@@ -8,6 +8,7 @@
 //! two runs agree exactly when they produce the same multiset of (left row, right row) pairs.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,6 +45,19 @@ pub struct OutputTarget {
     pub path: PathBuf,
 }
 
+/// What to run: the join type, the strategy, and the partition and worker counts.
+#[derive(Clone, Copy, Debug)]
+pub struct JoinPlan {
+    /// The join type.
+    pub how: JoinType,
+    /// The strategy, resolved.
+    pub resolved: Resolved,
+    /// P.
+    pub partitions: usize,
+    /// W.
+    pub workers: usize,
+}
+
 /// What a join run did.
 #[derive(Clone, Debug)]
 pub struct RunReport {
@@ -77,6 +91,8 @@ struct RuntimeSink {
     checksum: u64,
     left_rows: Vec<u32>,
     right_rows: Vec<u32>,
+    /// Where live progress is counted, in steps of `PROGRESS_EVERY` rows.
+    progress: Option<Arc<AtomicU64>>,
     /// Whether rows are still being written (an output is set and no write has failed).
     writing: bool,
     error: Option<Error>,
@@ -119,6 +135,11 @@ impl PairSink for RuntimeSink {
     #[inline]
     fn emit(&mut self, left: Option<&RowRef>, right: Option<&RowRef>) {
         self.rows += 1;
+        if self.rows.is_multiple_of(PROGRESS_EVERY) {
+            if let Some(counter) = &self.progress {
+                counter.fetch_add(PROGRESS_EVERY, Ordering::Relaxed);
+            }
+        }
         self.checksum = self
             .checksum
             .wrapping_add(pair_checksum(left.map(|row| row.1), right.map(|row| row.1)));
@@ -137,17 +158,24 @@ impl PairSink for RuntimeSink {
     }
 }
 
+/// Output rows a worker produces between updates of the shared progress counter.
+const PROGRESS_EVERY: u64 = 1 << 20;
+
 /// Runs the join. With an output target, the file is complete and in place when this returns
 /// `Ok`, and absent when it returns an error.
 pub fn run(
     left: SideData,
     right: SideData,
-    how: JoinType,
-    resolved: Resolved,
-    partitions: usize,
-    workers: usize,
+    plan: JoinPlan,
     output: Option<OutputTarget>,
+    progress: Option<Arc<AtomicU64>>,
 ) -> Result<RunReport> {
+    let JoinPlan {
+        how,
+        resolved,
+        partitions,
+        workers,
+    } = plan;
     let job = JoinJob {
         left: Arc::clone(&left.keys),
         right: Arc::clone(&right.keys),
@@ -169,6 +197,7 @@ pub fn run(
     let writing = shared.output.is_some();
     let result = execute(job, move |_| RuntimeSink {
         writing,
+        progress: progress.clone(),
         shared: Arc::clone(&sink_shared),
         rows: 0,
         checksum: 0,

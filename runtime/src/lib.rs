@@ -5,6 +5,8 @@ pub mod cli;
 pub mod commands;
 pub mod engine;
 pub mod error;
+pub mod explain;
 pub mod generate;
 pub mod io;
 pub mod metrics;
+pub mod progress;

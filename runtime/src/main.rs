@@ -12,6 +12,7 @@ fn main() -> ExitCode {
         Command::Join(args) => commands::join(args),
         Command::Gen(args) => commands::gen(args),
         Command::Demo(args) => commands::demo(args),
+        Command::Explain(args) => commands::explain(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1176,3 +1176,115 @@ fn helpers_read_null_alike() {
         "NULL reads back as None from both"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// 7. explain and progress
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn explain_predicts_what_analyze_measures() {
+    let dir = tempfile::tempdir().unwrap();
+    let counts = gen(dir.path(), "data", "parquet", "11");
+    for (strategy, how) in [
+        ("shuffle", "full"),
+        ("broadcast", "left"),
+        ("shuffle", "semi"),
+    ] {
+        let run = skewjoin(
+            dir.path(),
+            &[
+                "explain",
+                "data/left.parquet",
+                "data/right.parquet",
+                "--on",
+                "key",
+                "--how",
+                how,
+                "-s",
+                strategy,
+                "-w",
+                "2",
+                "-p",
+                "6",
+                "--analyze",
+                "--json",
+                "--top",
+                "3",
+            ],
+        )
+        .success();
+        let plan: Value = serde_json::from_str(&run.stdout).expect("explain --json prints JSON");
+        assert_eq!(plan["strategy"], strategy);
+        assert_eq!(plan["hot_keys"].as_array().unwrap().len(), 3);
+        let hottest = &plan["hot_keys"][0];
+        assert!(
+            hottest["pairs"].as_u64().unwrap() >= plan["hot_keys"][1]["pairs"].as_u64().unwrap()
+        );
+        let predicted = plan["predicted"].as_array().expect("a prediction");
+        let measured = plan["measured"]["per_partition"]
+            .as_array()
+            .expect("measured load");
+        assert_eq!(predicted.len(), 6);
+        assert_eq!(
+            predicted, measured,
+            "{strategy} {how}: the cost model is exact here"
+        );
+        assert_eq!(plan["predicted_output_rows"].as_u64(), Some(counts[how]));
+        assert_eq!(plan["measured"]["output_rows"].as_u64(), Some(counts[how]));
+    }
+}
+
+#[test]
+fn explain_without_analyze_runs_nothing_and_reads_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    gen(dir.path(), "data", "csv", "3");
+    let run = skewjoin(
+        dir.path(),
+        &[
+            "explain",
+            "data/left.csv",
+            "data/right.csv",
+            "--on",
+            "key",
+            "-w",
+            "2",
+            "-p",
+            "4",
+        ],
+    )
+    .success();
+    assert!(run.stdout.starts_with("strategy: "), "{}", run.stdout);
+    assert!(run.stdout.contains("hottest keys"), "{}", run.stdout);
+    assert!(run.stdout.contains("max/mean"), "{}", run.stdout);
+    assert!(!run.stdout.contains("measured:"), "{}", run.stdout);
+}
+
+#[test]
+fn progress_goes_to_stderr_and_quiet_silences_it() {
+    let dir = tempfile::tempdir().unwrap();
+    gen(dir.path(), "data", "csv", "5");
+    let args = [
+        "join",
+        "data/left.csv",
+        "data/right.csv",
+        "--on",
+        "key",
+        "-w",
+        "2",
+    ];
+    let run = skewjoin(dir.path(), &args).success();
+    assert!(
+        run.stderr.contains("reading data/left.csv"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("joining with the"), "{}", run.stderr);
+    assert!(!run.stdout.contains("reading"), "progress stays off stdout");
+    let quiet: Vec<&str> = args.iter().copied().chain(["--quiet"]).collect();
+    let run = skewjoin(dir.path(), &quiet).success();
+    assert!(
+        run.stderr.is_empty(),
+        "--quiet prints nothing: {}",
+        run.stderr
+    );
+}

@@ -1,0 +1,121 @@
+//! Progress on stderr: a live spinner with the output row count when stderr is a terminal, plain
+//! time-stamped lines (one every few seconds while joining) otherwise, nothing with `--quiet`.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// How often a plain (non-terminal) progress line is printed while joining.
+const PLAIN_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Reports what a long command is doing.
+pub struct Progress {
+    mode: Mode,
+    start: Instant,
+    ticker: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+}
+
+enum Mode {
+    Quiet,
+    Plain,
+    Terminal(ProgressBar),
+}
+
+impl Progress {
+    /// Progress for a command; `quiet` turns it off.
+    pub fn new(quiet: bool) -> Progress {
+        let mode = if quiet {
+            Mode::Quiet
+        } else if std::io::stderr().is_terminal() {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                    .expect("a valid template"),
+            );
+            Mode::Terminal(bar)
+        } else {
+            Mode::Plain
+        };
+        Progress {
+            mode,
+            start: Instant::now(),
+            ticker: None,
+        }
+    }
+
+    /// Reports a step.
+    pub fn say(&self, message: &str) {
+        match &self.mode {
+            Mode::Quiet => {}
+            Mode::Plain => eprintln!("[{:>7.1}s] {message}", self.start.elapsed().as_secs_f64()),
+            Mode::Terminal(bar) => bar.set_message(message.to_string()),
+        }
+    }
+
+    /// A counter of output rows for the join to add to, reported live until [`Progress::finish`].
+    pub fn output_counter(&self) -> Option<Arc<AtomicU64>> {
+        if matches!(self.mode, Mode::Quiet) {
+            return None;
+        }
+        Some(Arc::new(AtomicU64::new(0)))
+    }
+
+    /// Starts reporting `counter` (from [`Progress::output_counter`]).
+    pub fn watch(&mut self, counter: &Option<Arc<AtomicU64>>) {
+        let Some(counter) = counter.clone() else {
+            return;
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let start = Instant::now();
+        let (bar, interval) = match &self.mode {
+            Mode::Terminal(bar) => {
+                bar.enable_steady_tick(Duration::from_millis(120));
+                (Some(bar.clone()), Duration::from_millis(250))
+            }
+            _ => (None, PLAIN_INTERVAL),
+        };
+        let handle = std::thread::spawn(move || {
+            let mut last = Instant::now();
+            while !stopped.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50));
+                if last.elapsed() < interval {
+                    continue;
+                }
+                last = Instant::now();
+                let rows = counter.load(Ordering::Relaxed);
+                let seconds = start.elapsed().as_secs_f64();
+                let message = format!(
+                    "joining: {rows} output rows ({:.3e} rows/s)",
+                    rows as f64 / seconds.max(1e-9)
+                );
+                match &bar {
+                    Some(bar) => bar.set_message(message),
+                    None => eprintln!("[{seconds:>7.1}s] {message}"),
+                }
+            }
+        });
+        self.ticker = Some((stop, handle));
+    }
+
+    /// Stops live reporting and clears the spinner.
+    pub fn finish(&mut self) {
+        if let Some((stop, handle)) = self.ticker.take() {
+            stop.store(true, Ordering::Relaxed);
+            let _ = handle.join();
+        }
+        if let Mode::Terminal(bar) = &self.mode {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
