@@ -3,11 +3,13 @@
 //! - [`strategy`]: the strategies by name, and how `auto` chooses;
 //! - [`compose`]: builds a resolved strategy's dataflow from routes and partitioned joins;
 //! - [`exec`]: runs a planned join over in-memory keys on timely worker threads;
+//! - [`vprp`]: VPRP's range planning from key samples;
 //! - [`datagen`]: deterministic skewed inputs, the same natively and in the browser.
 
 pub mod compose;
 pub mod datagen;
 pub mod exec;
 pub mod strategy;
+pub mod vprp;
 
 pub use strategy::{choose, Choice, PlanInputs, Resolved, Strategy};

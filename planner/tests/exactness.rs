@@ -5,13 +5,19 @@ use proptest::prelude::*;
 use skewjoin_operators::reference::nested_loop_join;
 use skewjoin_operators::{JoinType, Key, Side};
 use skewjoin_planner::exec::join_in_memory;
-use skewjoin_planner::strategy::Resolved;
+use skewjoin_planner::strategy::{Resolved, VprpSettings};
 
 type Rows = Vec<(Key, u32)>;
 
 /// Every resolved strategy that can compute `how`.
 fn strategies(how: JoinType) -> Vec<Resolved> {
     let mut all = vec![Resolved::Shuffle];
+    // A full sample makes every sampled key a boundary candidate, so keys equal to boundaries
+    // are routed on every run; a partial one leaves keys the table never saw.
+    let full = VprpSettings::default().with_sample_fraction(1.0);
+    let partial = VprpSettings::default().with_sample_fraction(0.3);
+    all.push(Resolved::Vprp(full));
+    all.push(Resolved::VprpT(partial));
     for side in [Side::Left, Side::Right] {
         if !how.tracks_matches(side) {
             all.push(Resolved::Broadcast { side });
@@ -70,7 +76,11 @@ fn all_null_keys() {
 
 #[test]
 fn a_single_hot_key_on_both_sides() {
-    check(&int_keys(&[Some(7); 40]), &int_keys(&[Some(7); 25]), &LAYOUTS);
+    check(
+        &int_keys(&[Some(7); 40]),
+        &int_keys(&[Some(7); 25]),
+        &LAYOUTS,
+    );
 }
 
 #[test]
@@ -93,8 +103,30 @@ fn composite_string_and_integer_keys() {
         )
     };
     let left = make(&[("a", Some(1)), ("a", Some(2)), ("b", Some(1)), ("a", None)]);
-    let right = make(&[("a", Some(1)), ("a", Some(1)), ("b", Some(2)), ("c", Some(1))]);
+    let right = make(&[
+        ("a", Some(1)),
+        ("a", Some(1)),
+        ("b", Some(2)),
+        ("c", Some(1)),
+    ]);
     check(&left, &right, &LAYOUTS);
+}
+
+#[test]
+fn many_string_keys_cut_into_ranges() {
+    // 40 distinct string keys over 16 partitions: many ranges, boundaries at sampled keys, and
+    // keys on one side only between them (join noise).
+    let left = rows(
+        (0..120)
+            .map(|i| Key::str(&format!("k{:02}", i % 40)))
+            .collect(),
+    );
+    let right = rows(
+        (0..60)
+            .map(|i| Key::str(&format!("k{:02}", (i * 3) % 50)))
+            .collect(),
+    );
+    check(&left, &right, &[(2, 7), (3, 8), (8, 16)]);
 }
 
 fn key_strategy() -> impl Strategy<Value = Key> {
