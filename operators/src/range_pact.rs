@@ -134,6 +134,9 @@ where
     )
 }
 
+/// A time's records waiting for its table.
+type Held<T, K, V> = (Capability<T>, Vec<(K, V)>);
+
 /// Tags each record with the partition of its key's range, holding a time's records until that
 /// time's table has arrived on `tables`. NULL keys match nothing: they are spread round-robin
 /// over this worker's partitions when `keep_nulls`, and dropped otherwise.
@@ -153,7 +156,7 @@ where
     stream.binary_frontier(tables, Pipeline, Pipeline, name, move |_, _| {
         let mut spread = RoundRobin::local(&partitioning, worker);
         let mut known: Vec<(T, Rc<RangeTable<K>>)> = Vec::new();
-        let mut held: Vec<(Capability<T>, Vec<(K, V)>)> = Vec::new();
+        let mut held: Vec<Held<T, K, V>> = Vec::new();
         let fallback = Rc::new(RangeTable::single());
         move |(records, records_frontier), (table_input, tables_frontier), output| {
             table_input.for_each_stamp(|stamp, data| {
