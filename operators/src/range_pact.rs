@@ -291,4 +291,47 @@ mod tests {
         assert_eq!(table.partition_of(&u64::MAX), 0);
         assert_eq!(RangeTable::<u64>::single().partition_of(&5), 0);
     }
+
+    #[test]
+    fn the_pact_delivers_each_key_to_its_partitions_worker() {
+        use std::sync::{Arc, Mutex};
+        use timely::dataflow::operators::ToStream;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&seen);
+        timely::execute(timely::Config::process(2), move |worker| {
+            let index = worker.index();
+            let sink = Arc::clone(&sink);
+            let table = Rc::new(RangeTable {
+                boundaries: vec![10u64, 20],
+                virtual_of_run: vec![0, 1, 2],
+                partition_of_virtual: vec![0, 1, 2],
+                planned: vec![0; 3],
+            });
+            worker.dataflow::<u64, _, _>(|scope| {
+                let keys: Vec<(u64, ())> = (0..30)
+                    .filter(|k| k % 2 == index as u64)
+                    .map(|k| (k, ()))
+                    .collect();
+                keys.to_stream(scope).container::<Vec<_>>().sink(
+                    range_pact(table),
+                    "Check",
+                    move |(input, _)| {
+                        input.for_each(|_, data| {
+                            for (key, _) in data.drain(..) {
+                                sink.lock().unwrap().push((index, key));
+                            }
+                        });
+                    },
+                );
+            });
+        })
+        .unwrap();
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 30);
+        for &(worker, key) in seen.iter() {
+            // Partitions 0 and 2 (keys below 10, from 20) live on worker 0, partition 1 on 1.
+            let expected = usize::from((10..20).contains(&key));
+            assert_eq!(worker, expected, "key {key}");
+        }
+    }
 }
