@@ -21,8 +21,10 @@ pub mod key;
 pub mod load;
 pub mod partition;
 pub mod partitioned_join;
+pub mod range_pact;
 pub mod reference;
 pub mod route;
+pub mod sample;
 pub mod shuffle_join;
 
 pub use broadcast_join::BroadcastJoin;

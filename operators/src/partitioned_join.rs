@@ -210,7 +210,7 @@ where
 
 /// The time a message's records are joined at: its stamp's only element in the usual case, the
 /// least one (by `Ord`) when a message carries several.
-fn join_time<T: Timestamp>(stamp: &InputCapability<T>) -> &T {
+pub(crate) fn join_time<T: Timestamp>(stamp: &InputCapability<T>) -> &T {
     stamp
         .stamp()
         .elements()

@@ -10,15 +10,19 @@ use std::rc::Rc;
 
 use skewjoin_operators::broadcast_join::broadcast_all;
 use skewjoin_operators::partitioned_join::partitioned_join;
+use skewjoin_operators::range_pact::{plan_tables, route_by_ranges};
 use skewjoin_operators::route::{route, Route};
+use skewjoin_operators::sample::{sample_summaries, SampleConfig};
 use skewjoin_operators::{
     JoinConfig, JoinKey, JoinType, LoadRecorder, Partitioning, ShuffleJoin, Side,
 };
+use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
-use crate::strategy::Resolved;
+use crate::strategy::{Resolved, VprpSettings};
+use crate::vprp::{plan_ranges, RangeParams, DEFAULT_THETA};
 
 /// The home partition of a record.
 pub type Home<K, V> = Rc<dyn Fn(&K, &V) -> u32>;
@@ -67,7 +71,66 @@ where
             };
             partitioned_join(left, right, how, partitioning, loads, logic)
         }
+        Resolved::Vprp(settings) | Resolved::VprpT(settings) => {
+            let separate_noise = matches!(resolved, Resolved::Vprp(_));
+            let (left, right) =
+                vprp_route(left, right, settings, separate_noise, how, partitioning);
+            partitioned_join(left, right, how, partitioning, loads, logic)
+        }
     }
+}
+
+/// VPRP's routing: sample both sides, gather the summaries on every worker, plan the range
+/// table, then route each record by its key's range (records wait for the table).
+fn vprp_route<'s, T, K, L, R>(
+    left: StreamVec<'s, T, (K, L)>,
+    right: StreamVec<'s, T, (K, R)>,
+    settings: VprpSettings,
+    separate_noise: bool,
+    how: JoinType,
+    partitioning: Partitioning,
+) -> (
+    StreamVec<'s, T, skewjoin_operators::route::Routed<K, L>>,
+    StreamVec<'s, T, skewjoin_operators::route::Routed<K, R>>,
+)
+where
+    T: Timestamp,
+    K: JoinKey,
+    L: ExchangeData + Clone,
+    R: ExchangeData + Clone,
+{
+    let config = SampleConfig {
+        fraction: settings.sample_fraction(),
+        seed: settings.seed,
+        ..SampleConfig::default()
+    };
+    let params = RangeParams {
+        partitions: partitioning.partitions(),
+        virtual_per_partition: settings.virtual_per_partition.max(1) as usize,
+        theta: DEFAULT_THETA,
+        separate_noise,
+    };
+    let left_sample = sample_summaries(left.clone(), &config).broadcast();
+    let right_sample = sample_summaries(right.clone(), &config).broadcast();
+    let tables = plan_tables(left_sample, right_sample, move |l, r| {
+        plan_ranges(l, r, &params)
+    });
+    (
+        route_by_ranges(
+            left,
+            tables.clone(),
+            "VprpLeft",
+            partitioning,
+            how.keeps_unmatched(Side::Left),
+        ),
+        route_by_ranges(
+            right,
+            tables,
+            "VprpRight",
+            partitioning,
+            how.keeps_unmatched(Side::Right),
+        ),
+    )
 }
 
 /// Leaves each record in its home partition; NULL keys that no output keeps are dropped.

@@ -144,6 +144,8 @@ pub fn predict<K: JoinKey + Hash>(
     let mut loads = vec![PartitionLoad::default(); partitioning.partitions()];
     let stats = KeyStats::from_keys(left, right);
     match resolved {
+        // Range plans come from a sample drawn inside the dataflow: no prediction before it runs.
+        Resolved::Vprp(_) | Resolved::VprpT(_) => return None,
         Resolved::Shuffle => {
             for key in &stats.keys {
                 let partition = partitioning.partition_of_hash(key.key.stable_hash()) as usize;

@@ -4,6 +4,7 @@
 //! - [`cost`]: key statistics and per-partition load predictions;
 //! - [`compose`]: builds a resolved strategy's dataflow from routes and partitioned joins;
 //! - [`exec`]: runs a planned join over in-memory keys on timely worker threads;
+//! - [`vprp`]: VPRP's range planning from key samples;
 //! - [`datagen`]: deterministic skewed inputs, the same natively and in the browser.
 
 pub mod compose;
@@ -11,5 +12,6 @@ pub mod cost;
 pub mod datagen;
 pub mod exec;
 pub mod strategy;
+pub mod vprp;
 
 pub use strategy::{choose, Choice, PlanInputs, Resolved, Strategy};

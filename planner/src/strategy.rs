@@ -17,11 +17,20 @@ pub enum Strategy {
     Shuffle,
     /// Broadcast the smaller side whose broadcast the join type allows.
     Broadcast,
+    /// Sampled virtual-range partitioning, join data and noise cut separately.
+    Vprp,
+    /// VPRP without the join-data/noise separation (the paper's ablation).
+    VprpT,
 }
 
 impl Strategy {
     /// Every strategy that runs a join itself (not `auto`).
-    pub const CONCRETE: [Strategy; 2] = [Strategy::Shuffle, Strategy::Broadcast];
+    pub const CONCRETE: [Strategy; 4] = [
+        Strategy::Shuffle,
+        Strategy::Broadcast,
+        Strategy::Vprp,
+        Strategy::VprpT,
+    ];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -29,6 +38,8 @@ impl Strategy {
             Strategy::Auto => "auto",
             Strategy::Shuffle => "shuffle",
             Strategy::Broadcast => "broadcast",
+            Strategy::Vprp => "vprp",
+            Strategy::VprpT => "vprp-t",
         }
     }
 }
@@ -47,8 +58,10 @@ impl FromStr for Strategy {
             "auto" => Ok(Strategy::Auto),
             "shuffle" | "hash" => Ok(Strategy::Shuffle),
             "broadcast" => Ok(Strategy::Broadcast),
+            "vprp" => Ok(Strategy::Vprp),
+            "vprp-t" | "vprpt" => Ok(Strategy::VprpT),
             other => Err(format!(
-                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast"
+                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast, vprp, vprp-t"
             )),
         }
     }
@@ -65,6 +78,44 @@ pub enum Resolved {
         /// The side copied to every worker.
         side: Side,
     },
+    /// VPRP: ranges cut separately over join data and noise.
+    Vprp(VprpSettings),
+    /// VPRP-T: ranges cut over all sampled keys.
+    VprpT(VprpSettings),
+}
+
+/// The choices of a VPRP run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VprpSettings {
+    /// Virtual ranges per partition (the paper's alpha).
+    pub virtual_per_partition: u32,
+    /// The sampled fraction of records, in millionths (an integer keeps `Resolved` `Eq`).
+    pub sample_per_million: u32,
+    /// The seed of the sampling decisions.
+    pub seed: u64,
+}
+
+impl Default for VprpSettings {
+    fn default() -> Self {
+        VprpSettings {
+            virtual_per_partition: crate::vprp::DEFAULT_VIRTUAL_PER_PARTITION,
+            sample_per_million: 50_000,
+            seed: 0x5eed,
+        }
+    }
+}
+
+impl VprpSettings {
+    /// Samples `fraction` of the records (clamped to `[0, 1]`).
+    pub fn with_sample_fraction(mut self, fraction: f64) -> Self {
+        self.sample_per_million = (fraction.clamp(0.0, 1.0) * 1e6).round() as u32;
+        self
+    }
+
+    /// The sampled fraction.
+    pub fn sample_fraction(&self) -> f64 {
+        self.sample_per_million as f64 / 1e6
+    }
 }
 
 impl Resolved {
@@ -73,6 +124,8 @@ impl Resolved {
         match self {
             Resolved::Shuffle => "shuffle",
             Resolved::Broadcast { .. } => "broadcast",
+            Resolved::Vprp(_) => "vprp",
+            Resolved::VprpT(_) => "vprp-t",
         }
     }
 }
@@ -132,6 +185,14 @@ pub fn choose(strategy: Strategy, inputs: &PlanInputs) -> Result<Choice, String>
                 inputs.how
             )),
         },
+        Strategy::Vprp => Ok(Choice {
+            resolved: Resolved::Vprp(VprpSettings::default()),
+            reason: "asked for".into(),
+        }),
+        Strategy::VprpT => Ok(Choice {
+            resolved: Resolved::VprpT(VprpSettings::default()),
+            reason: "asked for".into(),
+        }),
         Strategy::Auto => Ok(choose_auto(inputs)),
     }
 }
@@ -193,7 +254,7 @@ mod tests {
     fn broadcast_of_a_full_join_is_an_error() {
         let error = choose(Strategy::Broadcast, &inputs(JoinType::Full, 10, 10)).unwrap_err();
         assert!(error.contains("--strategy shuffle"), "{error}");
-        for name in ["auto", "shuffle", "broadcast"] {
+        for name in ["auto", "shuffle", "broadcast", "vprp", "vprp-t"] {
             assert_eq!(name.parse::<Strategy>().unwrap().name(), name);
         }
     }

@@ -5,13 +5,19 @@ use proptest::prelude::*;
 use skewjoin_operators::reference::nested_loop_join;
 use skewjoin_operators::{JoinType, Key, Side};
 use skewjoin_planner::exec::join_in_memory;
-use skewjoin_planner::strategy::Resolved;
+use skewjoin_planner::strategy::{Resolved, VprpSettings};
 
 type Rows = Vec<(Key, u32)>;
 
 /// Every resolved strategy that can compute `how`.
 fn strategies(how: JoinType) -> Vec<Resolved> {
     let mut all = vec![Resolved::Shuffle];
+    // A full sample makes every sampled key a boundary candidate, so keys equal to boundaries
+    // are routed on every run; a partial one leaves keys the table never saw.
+    let full = VprpSettings::default().with_sample_fraction(1.0);
+    let partial = VprpSettings::default().with_sample_fraction(0.3);
+    all.push(Resolved::Vprp(full));
+    all.push(Resolved::VprpT(partial));
     for side in [Side::Left, Side::Right] {
         if !how.tracks_matches(side) {
             all.push(Resolved::Broadcast { side });
@@ -106,6 +112,23 @@ fn composite_string_and_integer_keys() {
     check(&left, &right, &LAYOUTS);
 }
 
+#[test]
+fn many_string_keys_cut_into_ranges() {
+    // 40 distinct string keys over 16 partitions: many ranges, boundaries at sampled keys, and
+    // keys on one side only between them (join noise).
+    let left = rows(
+        (0..120)
+            .map(|i| Key::str(&format!("k{:02}", i % 40)))
+            .collect(),
+    );
+    let right = rows(
+        (0..60)
+            .map(|i| Key::str(&format!("k{:02}", (i * 3) % 50)))
+            .collect(),
+    );
+    check(&left, &right, &[(2, 7), (3, 8), (8, 16)]);
+}
+
 fn key_strategy() -> impl Strategy<Value = Key> {
     prop_oneof![
         1 => Just(Key::Null),
@@ -129,16 +152,30 @@ fn skewed_side() -> impl Strategy<Value = Rows> {
     .prop_map(rows)
 }
 
+/// One (W, P) layout per generated case: over the cases every layout is exercised, at a
+/// seventh of the cost of running every case on every layout (the fixed tests above do that).
+fn layout() -> impl Strategy<Value = (usize, usize)> {
+    prop::sample::select(LAYOUTS.to_vec())
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_inputs_match_the_nested_loop(left in side_strategy(), right in side_strategy()) {
-        check(&left, &right, &LAYOUTS);
+    fn random_inputs_match_the_nested_loop(
+        left in side_strategy(),
+        right in side_strategy(),
+        layout in layout(),
+    ) {
+        check(&left, &right, &[layout]);
     }
 
     #[test]
-    fn skewed_inputs_match_the_nested_loop(left in skewed_side(), right in skewed_side()) {
-        check(&left, &right, &[(2, 8), (3, 3)]);
+    fn skewed_inputs_match_the_nested_loop(
+        left in skewed_side(),
+        right in skewed_side(),
+        layout in layout(),
+    ) {
+        check(&left, &right, &[layout]);
     }
 }

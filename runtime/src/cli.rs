@@ -54,6 +54,12 @@ pub struct RunArgs {
     /// Partitions the work is cut into (default: one per worker). Load is reported per partition.
     #[arg(long, short = 'p')]
     pub partitions: Option<usize>,
+    /// VPRP: virtual key ranges per partition (the paper's alpha).
+    #[arg(long, default_value_t = skewjoin_planner::vprp::DEFAULT_VIRTUAL_PER_PARTITION)]
+    pub virtual_per_partition: u32,
+    /// VPRP: the fraction of records sampled to plan the key ranges (0..1).
+    #[arg(long, default_value_t = 0.05)]
+    pub sample_fraction: f64,
 }
 
 /// `skewjoin join`.
@@ -72,7 +78,7 @@ pub struct JoinArgs {
     /// Key columns of the right input, comma-separated.
     #[arg(long, value_delimiter = ',', requires = "left_on")]
     pub right_on: Vec<String>,
-    /// Strategy: auto, shuffle, broadcast.
+    /// Strategy: auto, shuffle, broadcast, vprp, vprp-t.
     #[arg(long, short = 's', default_value = "auto")]
     pub strategy: String,
     #[command(flatten)]

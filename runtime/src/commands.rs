@@ -27,6 +27,20 @@ fn parse_how(how: &str) -> Result<JoinType> {
     how.parse().map_err(|e| Error::Usage(format!("--how: {e}")))
 }
 
+/// Applies the VPRP flags to a VPRP choice; other strategies are left as they are.
+fn with_vprp_flags(mut choice: Choice, run: &RunArgs) -> Result<Choice> {
+    if !(0.0..=1.0).contains(&run.sample_fraction) || run.virtual_per_partition == 0 {
+        return Err(Error::Usage(
+            "--sample-fraction must be in 0..1 and --virtual-per-partition at least 1".into(),
+        ));
+    }
+    if let Resolved::Vprp(settings) | Resolved::VprpT(settings) = &mut choice.resolved {
+        *settings = settings.with_sample_fraction(run.sample_fraction);
+        settings.virtual_per_partition = run.virtual_per_partition;
+    }
+    Ok(choice)
+}
+
 /// Worker and partition counts, with defaults.
 fn layout(run: &RunArgs) -> Result<(usize, usize)> {
     let workers = match run.workers {
@@ -216,6 +230,7 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
         },
     )
     .map_err(Error::Usage)?;
+    let choice = with_vprp_flags(choice, &args.run)?;
     Ok(Prepared {
         how,
         workers,
@@ -542,7 +557,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             broadcast_limit: u64::MAX,
         };
         let choice = match choose(strategy, &inputs) {
-            Ok(choice) => choice,
+            Ok(choice) => with_vprp_flags(choice, &run)?,
             Err(_) => {
                 println!("{:<10} (cannot compute a {how} join)", strategy.name());
                 continue;
