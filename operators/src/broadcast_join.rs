@@ -170,7 +170,12 @@ mod tests {
         assert!(check_broadcast(JoinType::Left, Side::Right).is_ok());
         assert!(check_broadcast(JoinType::LeftSemi, Side::Right).is_ok());
         assert!(check_broadcast(JoinType::Inner, Side::Left).is_ok());
-        let message = check_broadcast(JoinType::Full, Side::Left).unwrap_err().to_string();
-        assert!(message.contains("full join cannot broadcast the left side"), "{message}");
+        let message = check_broadcast(JoinType::Full, Side::Left)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("full join cannot broadcast the left side"),
+            "{message}"
+        );
     }
 }

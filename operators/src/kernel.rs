@@ -39,7 +39,10 @@ impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
     /// Builds the table, reordering `rows`. `track_matches` keeps a matched flag per key, for
     /// outer, semi and anti joins that preserve or filter this side.
     pub fn new(rows: &'a mut [(K, V)], track_matches: bool) -> Self {
-        assert!(rows.len() < NO_GROUP as usize, "too many rows for one partition");
+        assert!(
+            rows.len() < NO_GROUP as usize,
+            "too many rows for one partition"
+        );
         // Pass 1: a group number per row (NULL keys form group 0's prefix, numbered NO_GROUP).
         let mut group_of_row = Vec::with_capacity(rows.len());
         let mut sizes: Vec<u32> = Vec::new();
@@ -349,7 +352,17 @@ mod tests {
     fn nested_loop(left: &[(Key, u32)], right: &[(Key, u32)], how: JoinType) -> Vec<Row> {
         crate::reference::nested_loop_join(left, right, how)
             .into_iter()
-            .map(|(k, l, r)| (if let Key::Int(v) = k { Some(v as u8) } else { None }, l, r))
+            .map(|(k, l, r)| {
+                (
+                    if let Key::Int(v) = k {
+                        Some(v as u8)
+                    } else {
+                        None
+                    },
+                    l,
+                    r,
+                )
+            })
             .collect()
     }
 
@@ -357,7 +370,15 @@ mod tests {
         let mut out = Vec::new();
         let (mut left, mut right) = (left.to_vec(), right.to_vec());
         hash_join(&mut left, &mut right, how, |k, l, r| {
-            out.push((if let Key::Int(v) = k { Some(*v as u8) } else { None }, l.copied(), r.copied()))
+            out.push((
+                if let Key::Int(v) = k {
+                    Some(*v as u8)
+                } else {
+                    None
+                },
+                l.copied(),
+                r.copied(),
+            ))
         });
         out.sort();
         out
@@ -411,7 +432,10 @@ mod tests {
         out.sort();
         assert_eq!(
             out,
-            vec![(Key::Int(1), Some(0), None), (Key::Int(2), Some(1), Some(0))]
+            vec![
+                (Key::Int(1), Some(0), None),
+                (Key::Int(2), Some(1), Some(0))
+            ]
         );
     }
 
@@ -427,14 +451,24 @@ mod tests {
         let br = BuildTable::new(&mut broadcast_right, false);
         let (mut left, mut right) = (left, right);
         let mut anti = Vec::new();
-        local_join(&mut left, &mut right, Some(&bl), Some(&br), JoinType::LeftAnti, |k, l, _| {
-            anti.push((k.clone(), l.copied()))
-        });
+        local_join(
+            &mut left,
+            &mut right,
+            Some(&bl),
+            Some(&br),
+            JoinType::LeftAnti,
+            |k, l, _| anti.push((k.clone(), l.copied())),
+        );
         assert_eq!(anti, vec![(Key::Int(7), Some(1))]);
         let mut full = Vec::new();
-        local_join(&mut left, &mut right, Some(&bl), Some(&br), JoinType::Full, |k, l, r| {
-            full.push((k.clone(), l.copied(), r.copied()))
-        });
+        local_join(
+            &mut left,
+            &mut right,
+            Some(&bl),
+            Some(&br),
+            JoinType::Full,
+            |k, l, r| full.push((k.clone(), l.copied(), r.copied())),
+        );
         full.sort();
         assert_eq!(
             full,

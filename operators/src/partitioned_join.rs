@@ -131,14 +131,30 @@ where
                     let time = join_time(&stamp);
                     let state = state_for(&mut pending, time, || stamp.delayed(time, 0), slots);
                     for batch in data {
-                        absorb(batch, &mut state.left, &mut state.broadcast_left, &partitioning, &local, &loads, &mut counts);
+                        absorb(
+                            batch,
+                            &mut state.left,
+                            &mut state.broadcast_left,
+                            &partitioning,
+                            &local,
+                            &loads,
+                            &mut counts,
+                        );
                     }
                 });
                 input_right.for_each_stamp(|stamp, data| {
                     let time = join_time(&stamp);
                     let state = state_for(&mut pending, time, || stamp.delayed(time, 0), slots);
                     for batch in data {
-                        absorb(batch, &mut state.right, &mut state.broadcast_right, &partitioning, &local, &loads, &mut counts);
+                        absorb(
+                            batch,
+                            &mut state.right,
+                            &mut state.broadcast_right,
+                            &partitioning,
+                            &local,
+                            &loads,
+                            &mut counts,
+                        );
                     }
                 });
 
@@ -151,7 +167,8 @@ where
                     }
                     let (capability, mut state) = pending.swap_remove(index);
                     let mut session = output.session(&capability);
-                    let broadcast_held = (state.broadcast_left.len() + state.broadcast_right.len()) as u64;
+                    let broadcast_held =
+                        (state.broadcast_left.len() + state.broadcast_right.len()) as u64;
                     let broadcast_left = (!state.broadcast_left.is_empty())
                         .then(|| BuildTable::new(&mut state.broadcast_left, false));
                     let broadcast_right = (!state.broadcast_right.is_empty())

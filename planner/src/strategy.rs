@@ -17,11 +17,13 @@ pub enum Strategy {
     Shuffle,
     /// Broadcast the smaller side whose broadcast the join type allows.
     Broadcast,
+    /// IB-Join: broadcast the smaller side as a key index, tracking its matches by key id.
+    Ib,
 }
 
 impl Strategy {
     /// Every strategy that runs a join itself (not `auto`).
-    pub const CONCRETE: [Strategy; 2] = [Strategy::Shuffle, Strategy::Broadcast];
+    pub const CONCRETE: [Strategy; 3] = [Strategy::Shuffle, Strategy::Broadcast, Strategy::Ib];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -29,6 +31,7 @@ impl Strategy {
             Strategy::Auto => "auto",
             Strategy::Shuffle => "shuffle",
             Strategy::Broadcast => "broadcast",
+            Strategy::Ib => "ib",
         }
     }
 }
@@ -47,8 +50,9 @@ impl FromStr for Strategy {
             "auto" => Ok(Strategy::Auto),
             "shuffle" | "hash" => Ok(Strategy::Shuffle),
             "broadcast" => Ok(Strategy::Broadcast),
+            "ib" | "ib-join" => Ok(Strategy::Ib),
             other => Err(format!(
-                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast"
+                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast, ib"
             )),
         }
     }
@@ -65,6 +69,11 @@ pub enum Resolved {
         /// The side copied to every worker.
         side: Side,
     },
+    /// IB-Join with `small` broadcast as a key index.
+    Ib {
+        /// The side copied to every worker.
+        small: Side,
+    },
 }
 
 impl Resolved {
@@ -73,6 +82,7 @@ impl Resolved {
         match self {
             Resolved::Shuffle => "shuffle",
             Resolved::Broadcast { .. } => "broadcast",
+            Resolved::Ib { .. } => "ib",
         }
     }
 }
@@ -132,7 +142,23 @@ pub fn choose(strategy: Strategy, inputs: &PlanInputs) -> Result<Choice, String>
                 inputs.how
             )),
         },
+        Strategy::Ib => {
+            let small = smaller_side(inputs);
+            Ok(Choice {
+                resolved: Resolved::Ib { small },
+                reason: format!("asked for; the {small} side is the smaller side"),
+            })
+        }
         Strategy::Auto => Ok(choose_auto(inputs)),
+    }
+}
+
+/// The side with fewer rows (the right one on a tie).
+pub fn smaller_side(inputs: &PlanInputs) -> Side {
+    if inputs.left_rows < inputs.right_rows {
+        Side::Left
+    } else {
+        Side::Right
     }
 }
 
@@ -154,6 +180,27 @@ fn choose_auto(inputs: &PlanInputs) -> Choice {
                 reason: format!(
                     "the {side} side ({small} rows) is within the broadcast limit ({}) and copying it moves {broadcast_moved} records against {shuffle_moved} for a shuffle",
                     inputs.broadcast_limit
+                ),
+            };
+        }
+    }
+    // A plain broadcast cannot track the small side; IB-Join can, at the cost of one bit per
+    // distinct key per partition.
+    let small = smaller_side(inputs);
+    let (small_rows, large_rows) = match small {
+        Side::Left => (inputs.left_rows, inputs.right_rows),
+        Side::Right => (inputs.right_rows, inputs.left_rows),
+    };
+    if inputs.how.tracks_matches(small) && small_rows <= inputs.broadcast_limit {
+        let workers = inputs.workers.max(1) as u64;
+        let shuffle_moved = (small_rows + large_rows) * (workers - 1) / workers;
+        let broadcast_moved = small_rows * (workers - 1);
+        if broadcast_moved <= shuffle_moved {
+            return Choice {
+                resolved: Resolved::Ib { small },
+                reason: format!(
+                    "the {small} side ({small_rows} rows) is within the broadcast limit ({}) but the {} join keeps or filters it by matches, so IB-Join tracks them by key id; copying moves {broadcast_moved} records against {shuffle_moved} for a shuffle",
+                    inputs.broadcast_limit, inputs.how
                 ),
             };
         }
@@ -183,7 +230,12 @@ mod tests {
         let choice = choose(Strategy::Auto, &inputs(JoinType::Inner, 1_000_000, 100)).unwrap();
         assert_eq!(choice.resolved, Resolved::Broadcast { side: Side::Right });
         // A left join cannot broadcast the left side, however small.
+        // A left join cannot plainly broadcast the left side; IB-Join can.
         let choice = choose(Strategy::Auto, &inputs(JoinType::Left, 100, 1_000_000)).unwrap();
+        assert_eq!(choice.resolved, Resolved::Ib { small: Side::Left });
+        let choice = choose(Strategy::Auto, &inputs(JoinType::RightSemi, 1_000_000, 10)).unwrap();
+        assert_eq!(choice.resolved, Resolved::Ib { small: Side::Right });
+        let choice = choose(Strategy::Auto, &inputs(JoinType::Full, 1000, 1000)).unwrap();
         assert_eq!(choice.resolved, Resolved::Shuffle);
         let choice = choose(Strategy::Auto, &inputs(JoinType::Inner, 1000, 1000)).unwrap();
         assert_eq!(choice.resolved, Resolved::Shuffle);
@@ -193,7 +245,9 @@ mod tests {
     fn broadcast_of_a_full_join_is_an_error() {
         let error = choose(Strategy::Broadcast, &inputs(JoinType::Full, 10, 10)).unwrap_err();
         assert!(error.contains("--strategy shuffle"), "{error}");
-        for name in ["auto", "shuffle", "broadcast"] {
+        let choice = choose(Strategy::Ib, &inputs(JoinType::Full, 10, 20)).unwrap();
+        assert_eq!(choice.resolved, Resolved::Ib { small: Side::Left });
+        for name in ["auto", "shuffle", "broadcast", "ib"] {
             assert_eq!(name.parse::<Strategy>().unwrap().name(), name);
         }
     }

@@ -16,6 +16,7 @@ fn strategies(how: JoinType) -> Vec<Resolved> {
         if !how.tracks_matches(side) {
             all.push(Resolved::Broadcast { side });
         }
+        all.push(Resolved::Ib { small: side });
     }
     all
 }
@@ -70,7 +71,11 @@ fn all_null_keys() {
 
 #[test]
 fn a_single_hot_key_on_both_sides() {
-    check(&int_keys(&[Some(7); 40]), &int_keys(&[Some(7); 25]), &LAYOUTS);
+    check(
+        &int_keys(&[Some(7); 40]),
+        &int_keys(&[Some(7); 25]),
+        &LAYOUTS,
+    );
 }
 
 #[test]
@@ -93,7 +98,12 @@ fn composite_string_and_integer_keys() {
         )
     };
     let left = make(&[("a", Some(1)), ("a", Some(2)), ("b", Some(1)), ("a", None)]);
-    let right = make(&[("a", Some(1)), ("a", Some(1)), ("b", Some(2)), ("c", Some(1))]);
+    let right = make(&[
+        ("a", Some(1)),
+        ("a", Some(1)),
+        ("b", Some(2)),
+        ("c", Some(1)),
+    ]);
     check(&left, &right, &LAYOUTS);
 }
 

@@ -185,7 +185,15 @@ pub fn join(args: JoinArgs) -> Result<()> {
         workers,
         output,
     )?;
-    let metrics = metrics_for(&choice, how, workers, partitions, rows, read_seconds, &report);
+    let metrics = metrics_for(
+        &choice,
+        how,
+        workers,
+        partitions,
+        rows,
+        read_seconds,
+        &report,
+    );
     if let Some(path) = &args.metrics {
         let text = serde_json::to_string_pretty(&metrics)
             .map_err(|e| Error::Internal(format!("cannot encode metrics: {e}")))?;
@@ -253,7 +261,11 @@ fn describe(spec: &GenSpec) -> String {
         spec.keys,
         spec.left_skew,
         spec.right_skew,
-        if spec.independent { "independent" } else { "shared" },
+        if spec.independent {
+            "independent"
+        } else {
+            "shared"
+        },
         spec.noise,
         spec.seed
     )
@@ -284,8 +296,12 @@ pub fn gen(args: GenArgs) -> Result<()> {
         FileFormat::ArrowIpc => "arrow",
         FileFormat::Csv => "csv",
     };
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| Error::Io(format!("{}: cannot create directory: {e}", args.out.display())))?;
+    std::fs::create_dir_all(&args.out).map_err(|e| {
+        Error::Io(format!(
+            "{}: cannot create directory: {e}",
+            args.out.display()
+        ))
+    })?;
     let pair = generate(&spec);
     let left_path = args.out.join(format!("left.{extension}"));
     let right_path = args.out.join(format!("right.{extension}"));
@@ -396,9 +412,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     checksums.dedup();
     println!();
     if all_right && checksums.len() == 1 {
-        println!(
-            "every strategy produced the exact {expected} rows with the same checksum"
-        );
+        println!("every strategy produced the exact {expected} rows with the same checksum");
         Ok(())
     } else {
         Err(Error::Internal(

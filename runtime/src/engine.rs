@@ -119,10 +119,9 @@ impl PairSink for RuntimeSink {
     #[inline]
     fn emit(&mut self, left: Option<&RowRef>, right: Option<&RowRef>) {
         self.rows += 1;
-        self.checksum = self.checksum.wrapping_add(pair_checksum(
-            left.map(|row| row.1),
-            right.map(|row| row.1),
-        ));
+        self.checksum = self
+            .checksum
+            .wrapping_add(pair_checksum(left.map(|row| row.1), right.map(|row| row.1)));
         if self.writing {
             self.left_rows.push(left.map_or(PAD, |row| row.0));
             self.right_rows.push(right.map_or(PAD, |row| row.0));
@@ -194,12 +193,14 @@ pub fn run(
         let writer = writer
             .into_inner()
             .map_err(|_| Error::Internal("an output writer panicked".into()))?;
-        writer.finish().map_err(|error| match (error, &output_path) {
-            (Error::Io(message), Some(path)) if !message.contains(&*path.to_string_lossy()) => {
-                Error::Io(format!("{}: {message}", path.display()))
-            }
-            (error, _) => error,
-        })?;
+        writer
+            .finish()
+            .map_err(|error| match (error, &output_path) {
+                (Error::Io(message), Some(path)) if !message.contains(&*path.to_string_lossy()) => {
+                    Error::Io(format!("{}: {message}", path.display()))
+                }
+                (error, _) => error,
+            })?;
     }
     Ok(RunReport {
         output_rows,
