@@ -327,6 +327,9 @@ struct Probe<K, S, G> {
     broadcast: Vec<(K, S)>,
 }
 
+/// Probes waiting for their inputs to complete, with a capability for their time.
+type PendingProbes<T, K, S, G> = Vec<(Capability<T>, Probe<K, S, G>)>;
+
 /// Index kept for the tracking operator of the same worker, per time.
 type SharedIndexes<T, K, S> = Rc<RefCell<Vec<(T, Rc<Index<K, S>>)>>>;
 
@@ -382,7 +385,7 @@ where
         move |_capability, _info| {
             let local = probe_local;
             let loads = probe_loads;
-            let mut pending: Vec<(Capability<T>, Probe<K, S, G>)> = Vec::new();
+            let mut pending: PendingProbes<T, K, S, G> = Vec::new();
             let mut out: Vec<D> = Vec::with_capacity(OUTPUT_BATCH);
             move |(input_small, frontier_small), (input_large, frontier_large), output| {
                 input_small.for_each_stamp(|stamp, data| {
@@ -641,7 +644,7 @@ fn stamp_time<T: Timestamp>(stamp: &timely::dataflow::operators::InputCapability
 }
 
 fn probe_state<'a, T: Timestamp, K, S, G>(
-    pending: &'a mut Vec<(Capability<T>, Probe<K, S, G>)>,
+    pending: &'a mut PendingProbes<T, K, S, G>,
     time: &T,
     retain: impl FnOnce() -> Capability<T>,
     slots: usize,

@@ -45,6 +45,9 @@ impl<K, L, R> Pending<K, L, R> {
     }
 }
 
+/// Joins waiting for their inputs to complete, with a capability for their time.
+type PendingJoins<T, K, L, R> = Vec<(Capability<T>, Pending<K, L, R>)>;
+
 /// Moves a batch of routed records into per-slot vectors, counting receipt per partition.
 fn absorb<K, V>(
     batch: &mut Vec<Routed<K, V>>,
@@ -122,7 +125,7 @@ where
         pact_right,
         "PartitionedJoin",
         move |_capability, _info| {
-            let mut pending: Vec<(Capability<T>, Pending<K, L, R>)> = Vec::new();
+            let mut pending: PendingJoins<T, K, L, R> = Vec::new();
             let mut counts = vec![0u64; slots];
             let mut out: Vec<D> = Vec::with_capacity(OUTPUT_BATCH);
 
@@ -217,7 +220,7 @@ fn join_time<T: Timestamp>(stamp: &InputCapability<T>) -> &T {
 
 /// The pending state for `time`, created (with a capability from `retain`) if new.
 fn state_for<'a, T: Timestamp, K, L, R>(
-    pending: &'a mut Vec<(Capability<T>, Pending<K, L, R>)>,
+    pending: &'a mut PendingJoins<T, K, L, R>,
     time: &T,
     retain: impl FnOnce() -> Capability<T>,
     slots: usize,

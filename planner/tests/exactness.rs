@@ -143,3 +143,40 @@ proptest! {
         check(&left, &right, &[(2, 8), (3, 3)]);
     }
 }
+
+/// IB-Join's tracking step moves at most one bit per distinct small-side key per partition, plus
+/// a fixed header per message (P x P messages), whatever the match rate.
+#[test]
+fn ib_tracking_traffic_is_a_bitset_per_partition() {
+    let keys = 1000i64;
+    let small = int_keys(&(0..keys).map(Some).collect::<Vec<_>>());
+    // Half the small keys match; the large side has 4 rows per matched key.
+    let large = int_keys(
+        &(0..2000)
+            .map(|i| Some(i % (keys / 2) * 2))
+            .collect::<Vec<_>>(),
+    );
+    for (workers, partitions) in [(2, 8), (3, 4)] {
+        let (rows, loads) = join_in_memory(
+            &large,
+            &small,
+            JoinType::Full,
+            Resolved::Ib { small: Side::Right },
+            partitions,
+            workers,
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 2000 + 500);
+        let traffic = loads.total_traffic();
+        let p = partitions as u64;
+        assert_eq!(traffic.broadcast_records, keys as u64 * p);
+        assert_eq!(traffic.tracking_records, p * p);
+        // Each partition's bits are padded to whole words per range.
+        let bound = p * (keys as u64).div_ceil(8) + p * p * (8 + 8);
+        assert!(
+            traffic.tracking_bytes <= bound,
+            "{} > {bound}",
+            traffic.tracking_bytes
+        );
+    }
+}

@@ -219,7 +219,7 @@ fn metrics_for(
     report: &engine::RunReport,
 ) -> Metrics {
     let broadcast_side = match choice.resolved {
-        Resolved::Broadcast { side } => Some(side.to_string()),
+        Resolved::Broadcast { side } | Resolved::Ib { small: side } => Some(side.to_string()),
         _ => None,
     };
     Metrics::new(
@@ -392,6 +392,8 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         let label = match choice.resolved {
             Resolved::Broadcast { side: Side::Left } => "bcast-L".to_string(),
             Resolved::Broadcast { side: Side::Right } => "bcast-R".to_string(),
+            Resolved::Ib { small: Side::Left } => "ib-L".to_string(),
+            Resolved::Ib { small: Side::Right } => "ib-R".to_string(),
             other => other.name().to_string(),
         };
         let seconds = report.elapsed.as_secs_f64();
