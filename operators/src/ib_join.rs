@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
-use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, Concat, OkErr};
 use timely::dataflow::StreamVec;
@@ -90,8 +90,30 @@ impl MatchSet {
     }
 }
 
-/// A tracking message: `(owner partition, MatchSet for the owner's range)`.
-type Tracking = (u32, MatchSet);
+/// How the small side's matches are tracked: IB-Join, or one of the published baselines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TrackingMode {
+    /// Matched key ids, a bitset or id list per owner's key-id range.
+    Ib,
+    /// DER: ids of locally unmatched small rows, sent to the owner of each row id.
+    Der,
+    /// DDR: the locally unmatched small rows themselves, sent to the owner of each row id.
+    Ddr,
+}
+
+/// What a partition tells the owner of an id range.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TrackPayload<K, S> {
+    /// IB-Join: the key ids matched here.
+    Keys(MatchSet),
+    /// DER: row ids (relative to the range) not matched here.
+    RowIds(Vec<u32>),
+    /// DDR: rows (with ids relative to the range) not matched here.
+    Rows(Vec<(u32, K, S)>),
+}
+
+/// A tracking message: `(owner partition, payload for the owner's range)`.
+type Tracking<K, S> = (u32, TrackPayload<K, S>);
 
 /// The id range `[start, end)` owned by partition `owner` when `keys` ids are cut into P ranges.
 pub fn id_range(partitioning: &Partitioning, owner: u32, keys: usize) -> std::ops::Range<usize> {
@@ -109,9 +131,10 @@ struct Index<K, S> {
 }
 
 impl<K: JoinKey, S> Index<K, S> {
-    fn new(mut rows: Vec<(K, S)>) -> Self {
-        // Sorting by key alone fixes the ids; the order of rows within a group does not matter.
-        rows.sort_by(|a, b| a.0.cmp(&b.0));
+    fn new(mut rows: Vec<(K, S)>, order: fn(&mut [(K, S)])) -> Self {
+        // Sorting by key alone fixes the key ids; `order` may also fix the rows' positions within
+        // a group (DER and DDR name rows by position, so it must be the same on every worker).
+        order(&mut rows);
         let mut starts = Vec::new();
         let mut ids = HashMap::new();
         for (index, (key, _)) in rows.iter().enumerate() {
@@ -131,6 +154,28 @@ impl<K: JoinKey, S> Index<K, S> {
     fn group(&self, id: usize) -> &[(K, S)] {
         &self.rows[self.starts[id]..self.starts[id + 1]]
     }
+
+    /// The key id of every row position.
+    fn row_keys(&self) -> Vec<u32> {
+        let mut out = Vec::with_capacity(self.rows.len());
+        for id in 0..self.keys() {
+            out.extend(std::iter::repeat_n(
+                id as u32,
+                self.starts[id + 1] - self.starts[id],
+            ));
+        }
+        out
+    }
+}
+
+/// Orders rows by key only.
+fn by_key<K: JoinKey, S>(rows: &mut [(K, S)]) {
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+}
+
+/// Orders rows by key, then by the unique row id they were tagged with at their source.
+fn by_key_and_id<K: JoinKey, S>(rows: &mut [(K, (u64, S))]) {
+    rows.sort_by(|a, b| a.0.cmp(&b.0).then(a.1 .0.cmp(&b.1 .0)));
 }
 
 /// An equi-join that broadcasts the small side as a key index and tracks its matches by key id.
@@ -307,17 +352,146 @@ where
     F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
 {
     match small {
-        Side::Left => ib_core(left, right, how, small, partitioning, loads, logic),
+        Side::Left => ib_core(
+            left,
+            right,
+            how,
+            small,
+            TrackingMode::Ib,
+            by_key,
+            partitioning,
+            loads,
+            logic,
+        ),
         Side::Right => ib_core(
             right,
             left,
             how,
             small,
+            TrackingMode::Ib,
+            by_key,
             partitioning,
             loads,
             move |key, s: Option<&R>, g: Option<&L>, out: &mut Vec<D>| logic(key, g, s, out),
         ),
     }
+}
+
+/// The DER or DDR baseline (`mode`) over unrouted inputs: small rows are tagged with a row id
+/// unique across workers (`sequence * W + worker`, so every worker orders a key's rows the same
+/// way), then broadcast; large rows go to `home_large` (NULL keys dropped unless kept), small
+/// NULL-keyed rows, when kept, to `home_small`. IB-Join itself needs no row ids: use
+/// [`ib_join_routed`] for [`TrackingMode::Ib`].
+#[allow(clippy::too_many_arguments)]
+pub fn baseline_join<'s, T, K, L, R, D, F>(
+    left: StreamVec<'s, T, (K, L)>,
+    right: StreamVec<'s, T, (K, R)>,
+    how: JoinType,
+    small: Side,
+    mode: TrackingMode,
+    partitioning: Partitioning,
+    homes: (HomeFn<K, L>, HomeFn<K, R>),
+    loads: LoadRecorder,
+    mut logic: F,
+) -> StreamVec<'s, T, D>
+where
+    T: Timestamp,
+    K: JoinKey,
+    L: ExchangeData + Clone,
+    R: ExchangeData + Clone,
+    D: Clone + 'static,
+    F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
+{
+    let (home_left, home_right) = homes;
+    let keep_left = how.keeps_unmatched(Side::Left);
+    let keep_right = how.keeps_unmatched(Side::Right);
+    match small {
+        Side::Left => ib_core(
+            route(tag_rows(left), "TagLeft", tagged_rule(home_left, keep_left)),
+            route(right, "StayRight", home_rule(home_right, keep_right)),
+            how,
+            small,
+            mode,
+            by_key_and_id,
+            partitioning,
+            loads,
+            move |key, s: Option<&(u64, L)>, g: Option<&R>, out: &mut Vec<D>| {
+                logic(key, s.map(|s| &s.1), g, out)
+            },
+        ),
+        Side::Right => ib_core(
+            route(
+                tag_rows(right),
+                "TagRight",
+                tagged_rule(home_right, keep_right),
+            ),
+            route(left, "StayLeft", home_rule(home_left, keep_left)),
+            how,
+            small,
+            mode,
+            by_key_and_id,
+            partitioning,
+            loads,
+            move |key, s: Option<&(u64, R)>, g: Option<&L>, out: &mut Vec<D>| {
+                logic(key, g, s.map(|s| &s.1), out)
+            },
+        ),
+    }
+}
+
+/// The partition a record starts in (its home); may be stateful, such as a round-robin.
+pub type HomeFn<K, V> = Box<dyn FnMut(&K, &V) -> u32>;
+
+fn home_rule<K: JoinKey, V: 'static>(
+    mut home: HomeFn<K, V>,
+    keep_nulls: bool,
+) -> impl FnMut(&K, &V) -> Route + 'static {
+    move |key, value| {
+        if key.is_null() && !keep_nulls {
+            Route::Drop
+        } else {
+            Route::To(home(key, value))
+        }
+    }
+}
+
+fn tagged_rule<K: JoinKey, V: 'static>(
+    mut home: HomeFn<K, V>,
+    keep_nulls: bool,
+) -> impl FnMut(&K, &(u64, V)) -> Route + 'static {
+    move |key, value| {
+        if key.is_null() {
+            if keep_nulls {
+                Route::To(home(key, &value.1))
+            } else {
+                Route::Drop
+            }
+        } else {
+            Route::Broadcast
+        }
+    }
+}
+
+/// Tags each row with an id unique across workers.
+fn tag_rows<'s, T: Timestamp, K: JoinKey, V: ExchangeData + Clone>(
+    stream: StreamVec<'s, T, (K, V)>,
+) -> StreamVec<'s, T, (K, (u64, V))> {
+    let workers = stream.scope().peers() as u64;
+    let worker = stream.scope().index() as u64;
+    let mut sequence = 0u64;
+    stream.unary(Pipeline, "TagRows", move |_, _| {
+        move |input, output| {
+            input.for_each_stamp(|cap, data| {
+                let mut session = output.session(&cap);
+                for batch in data {
+                    for (key, value) in batch.drain(..) {
+                        session.give((key, (sequence * workers + worker, value)));
+                        sequence += 1;
+                    }
+                }
+            });
+        }
+    })
 }
 
 /// Per-time state of the probe on one worker.
@@ -334,11 +508,14 @@ type PendingProbes<T, K, S, G> = Vec<(Capability<T>, Probe<K, S, G>)>;
 type SharedIndexes<T, K, S> = Rc<RefCell<Vec<(T, Rc<Index<K, S>>)>>>;
 
 /// IB-Join with the small side `S` and the large side `G`; `logic(key, small, large, out)`.
-fn ib_core<'s, T, K, S, G, D, F>(
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn ib_core<'s, T, K, S, G, D, F>(
     small_stream: StreamVec<'s, T, Routed<K, S>>,
     large_stream: StreamVec<'s, T, Routed<K, G>>,
     how: JoinType,
     small: Side,
+    mode: TrackingMode,
+    order: fn(&mut [(K, S)]),
     partitioning: Partitioning,
     loads: LoadRecorder,
     logic: F,
@@ -377,7 +554,7 @@ where
     let probe_loads = loads.clone();
     let probe_indexes = Rc::clone(&indexes);
     let probe_local = local.clone();
-    let probed: StreamVec<'s, T, Result<D, Tracking>> = small_stream.binary_frontier(
+    let probed: StreamVec<'s, T, Result<D, Tracking<K, S>>> = small_stream.binary_frontier(
         large_stream,
         Exchange::new(|record: &Routed<K, S>| record.0.exchange_hash()),
         Exchange::new(|record: &Routed<K, G>| record.0.exchange_hash()),
@@ -436,7 +613,16 @@ where
                     }
                     let (capability, state) = pending.swap_remove(index);
                     let broadcast_held = state.broadcast.len() as u64;
-                    let table = Rc::new(Index::new(state.broadcast));
+                    let table = Rc::new(Index::new(state.broadcast, order));
+                    let ids_tracked = match mode {
+                        TrackingMode::Ib => table.keys(),
+                        TrackingMode::Der | TrackingMode::Ddr => table.rows.len(),
+                    };
+                    let row_keys = if tracks && mode != TrackingMode::Ib {
+                        table.row_keys()
+                    } else {
+                        Vec::new()
+                    };
                     let keys = table.keys();
                     let mut session = output.session(&capability);
                     let mut logic = probe_logic.borrow_mut();
@@ -502,17 +688,48 @@ where
                             let mut sent = 0u64;
                             let mut bytes = 0u64;
                             for owner in 0..partitioning.partitions() as u32 {
-                                let range = id_range(&partitioning, owner, keys);
+                                let range = id_range(&partitioning, owner, ids_tracked);
                                 if range.is_empty() {
                                     continue;
                                 }
-                                let set = MatchSet::encode(
-                                    &slice_bits(&matched, range.start, range.len()),
-                                    range.len(),
-                                );
+                                let is_matched = |row: usize| {
+                                    let id = row_keys[row] as usize;
+                                    matched[id / 64] & (1 << (id % 64)) != 0
+                                };
+                                let payload = match mode {
+                                    TrackingMode::Ib => {
+                                        let set = MatchSet::encode(
+                                            &slice_bits(&matched, range.start, range.len()),
+                                            range.len(),
+                                        );
+                                        bytes += set.bytes();
+                                        TrackPayload::Keys(set)
+                                    }
+                                    TrackingMode::Der => {
+                                        let ids: Vec<u32> = range
+                                            .clone()
+                                            .filter(|&row| !is_matched(row))
+                                            .map(|row| (row - range.start) as u32)
+                                            .collect();
+                                        bytes += ids.len() as u64 * 4;
+                                        TrackPayload::RowIds(ids)
+                                    }
+                                    TrackingMode::Ddr => {
+                                        let rows: Vec<(u32, K, S)> = range
+                                            .clone()
+                                            .filter(|&row| !is_matched(row))
+                                            .map(|row| {
+                                                let (key, s) = &table.rows[row];
+                                                ((row - range.start) as u32, key.clone(), s.clone())
+                                            })
+                                            .collect();
+                                        bytes += rows.len() as u64 * (4 + row_bytes);
+                                        TrackPayload::Rows(rows)
+                                    }
+                                };
                                 sent += 1;
-                                bytes += MESSAGE_HEADER_BYTES + set.bytes();
-                                session.give(Err((owner, set)));
+                                bytes += MESSAGE_HEADER_BYTES;
+                                session.give(Err((owner, payload)));
                             }
                             loads.tracking(partition, sent, bytes);
                         }
@@ -521,7 +738,7 @@ where
                     // The owners on this worker will need the rows of their ranges.
                     let owns_ids = local
                         .iter()
-                        .any(|&p| !id_range(&partitioning, p, keys).is_empty());
+                        .any(|&p| !id_range(&partitioning, p, ids_tracked).is_empty());
                     if tracks && owns_ids {
                         probe_indexes
                             .borrow_mut()
@@ -532,17 +749,18 @@ where
         },
     );
 
-    let (rows, tracking) = probed.ok_err::<Vec<D>, D, Vec<Tracking>, Tracking, _>(|x| x);
+    let (rows, tracking) =
+        probed.ok_err::<Vec<D>, D, Vec<Tracking<K, S>>, Tracking<K, S>, _>(|x| x);
     if !tracks {
         return rows;
     }
 
     let tracked = tracking.unary_frontier(
-        Exchange::new(|message: &Tracking| message.0 as u64),
+        Exchange::new(|message: &Tracking<K, S>| message.0 as u64),
         "IbTrack",
         move |_capability, _info| {
             // Per time: the capability and, per local slot, the OR of the received sets.
-            let mut pending: Vec<(Capability<T>, Vec<Vec<u64>>)> = Vec::new();
+            let mut pending: Vec<(Capability<T>, Vec<OwnerState>)> = Vec::new();
             let mut out: Vec<D> = Vec::with_capacity(OUTPUT_BATCH);
             move |(input, frontier), output| {
                 input.for_each_stamp(|stamp, data| {
@@ -550,24 +768,43 @@ where
                     let position = match pending.iter().position(|(cap, _)| *cap.time() == time) {
                         Some(position) => position,
                         None => {
-                            pending.push((stamp.delayed(&time, 0), vec![Vec::new(); slots]));
+                            pending.push((
+                                stamp.delayed(&time, 0),
+                                vec![OwnerState::default(); slots],
+                            ));
                             pending.len() - 1
                         }
                     };
                     let sets = &mut pending[position].1;
                     for batch in data {
-                        for (owner, set) in batch.drain(..) {
-                            let bits = &mut sets[partitioning.slot(owner)];
-                            let needed = match &set {
-                                MatchSet::Bits(words) => words.len(),
-                                MatchSet::Ids(ids) => {
-                                    ids.last().map_or(0, |&id| id as usize / 64 + 1)
+                        for (owner, payload) in batch.drain(..) {
+                            let state = &mut sets[partitioning.slot(owner)];
+                            match payload {
+                                TrackPayload::Keys(set) => {
+                                    let needed = match &set {
+                                        MatchSet::Bits(words) => words.len(),
+                                        MatchSet::Ids(ids) => {
+                                            ids.last().map_or(0, |&id| id as usize / 64 + 1)
+                                        }
+                                    };
+                                    if state.bits.len() < needed {
+                                        state.bits.resize(needed, 0);
+                                    }
+                                    set.or_into(&mut state.bits);
                                 }
-                            };
-                            if bits.len() < needed {
-                                bits.resize(needed, 0);
+                                TrackPayload::RowIds(ids) => {
+                                    state.reports += 1;
+                                    for id in ids {
+                                        state.count(id);
+                                    }
+                                }
+                                TrackPayload::Rows(rows) => {
+                                    state.reports += 1;
+                                    for (id, _, _) in rows {
+                                        state.count(id);
+                                    }
+                                }
                             }
-                            set.or_into(bits);
                         }
                     }
                 });
@@ -592,18 +829,50 @@ where
                     let mut logic = logic.borrow_mut();
                     for (slot, &owner) in local.iter().enumerate() {
                         let mut produced = 0u64;
-                        let bits = &sets[slot];
-                        for (offset, id) in id_range(&partitioning, owner, keys).enumerate() {
-                            let matched = bits
-                                .get(offset / 64)
-                                .is_some_and(|w| w & (1 << (offset % 64)) != 0);
-                            if (matched && semi_small) || (!matched && keep_small) {
-                                for (key, s) in table.group(id) {
-                                    produced += 1;
-                                    logic(key, Some(s), None, &mut out);
-                                    if out.len() >= OUTPUT_BATCH {
-                                        session.give_container(&mut out);
-                                        out.clear();
+                        let state = &sets[slot];
+                        match mode {
+                            TrackingMode::Ib => {
+                                for (offset, id) in id_range(&partitioning, owner, keys).enumerate()
+                                {
+                                    let matched = state
+                                        .bits
+                                        .get(offset / 64)
+                                        .is_some_and(|w| w & (1 << (offset % 64)) != 0);
+                                    if (matched && semi_small) || (!matched && keep_small) {
+                                        for (key, s) in table.group(id) {
+                                            produced += 1;
+                                            logic(key, Some(s), None, &mut out);
+                                            if out.len() >= OUTPUT_BATCH {
+                                                session.give_container(&mut out);
+                                                out.clear();
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                            TrackingMode::Der | TrackingMode::Ddr => {
+                                // A row is unmatched everywhere when every partition that
+                                // probed reported it unmatched; every partition probes and
+                                // reports to every owner of a non-empty range.
+                                let rows = id_range(&partitioning, owner, table.rows.len());
+                                assert!(
+                                    rows.is_empty()
+                                        || state.reports == partitioning.partitions() as u32,
+                                    "an owner heard from {} of {} partitions",
+                                    state.reports,
+                                    partitioning.partitions()
+                                );
+                                for (offset, row) in rows.enumerate() {
+                                    let unmatched = state.counts.get(offset).copied().unwrap_or(0)
+                                        == state.reports;
+                                    if (!unmatched && semi_small) || (unmatched && keep_small) {
+                                        let (key, s) = &table.rows[row];
+                                        produced += 1;
+                                        logic(key, Some(s), None, &mut out);
+                                        if out.len() >= OUTPUT_BATCH {
+                                            session.give_container(&mut out);
+                                            out.clear();
+                                        }
                                     }
                                 }
                             }
@@ -619,6 +888,27 @@ where
         },
     );
     rows.concat(tracked)
+}
+
+/// What the owner of one range has received at one time.
+#[derive(Clone, Debug, Default)]
+struct OwnerState {
+    /// IB-Join: the OR of the matched key-id sets.
+    bits: Vec<u64>,
+    /// DER, DDR: per row of the range, how many partitions reported it unmatched.
+    counts: Vec<u32>,
+    /// DER, DDR: how many partitions reported.
+    reports: u32,
+}
+
+impl OwnerState {
+    fn count(&mut self, id: u32) {
+        let id = id as usize;
+        if self.counts.len() <= id {
+            self.counts.resize(id + 1, 0);
+        }
+        self.counts[id] += 1;
+    }
 }
 
 /// The bits `[start, start + len)` of `bits`, shifted to start at bit 0.

@@ -5,7 +5,8 @@
 //! - [`ShuffleJoin`]: hash-partition both inputs, join locally (the baseline);
 //! - [`BroadcastJoin`]: copy one input to every worker, leave the other in place;
 //! - [`IbJoin`]: broadcast a small side as a key index, with unmatched-row tracking by key id,
-//!   so that even joins preserving the small side can broadcast it.
+//!   so that even joins preserving the small side can broadcast it; [`der_join`] and
+//!   [`ddr_join`] are the published baselines it is measured against.
 //!
 //! Routing decides a *partition* `0..P`, and partition `p` lives on worker `p % W`
 //! ([`Partitioning`]); load is counted per partition into a [`LoadRecorder`]. The building
@@ -15,6 +16,8 @@
 
 pub mod broadcast_join;
 pub mod config;
+pub mod ddr_join;
+pub mod der_join;
 pub mod error;
 pub mod hash;
 pub mod ib_join;

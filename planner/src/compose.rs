@@ -9,7 +9,7 @@
 use std::rc::Rc;
 
 use skewjoin_operators::broadcast_join::broadcast_all;
-use skewjoin_operators::ib_join::{ib_join_routed, index_rule};
+use skewjoin_operators::ib_join::{baseline_join, ib_join_routed, index_rule, TrackingMode};
 use skewjoin_operators::partitioned_join::partitioned_join;
 use skewjoin_operators::route::{by_key_hash, route, Route};
 use skewjoin_operators::{JoinKey, JoinType, LoadRecorder, Partitioning, Side};
@@ -96,6 +96,26 @@ where
                 ),
             };
             ib_join_routed(left, right, how, small, partitioning, loads, logic)
+        }
+        Resolved::Der { small } | Resolved::Ddr { small } => {
+            let mode = match resolved {
+                Resolved::Der { .. } => TrackingMode::Der,
+                _ => TrackingMode::Ddr,
+            };
+            baseline_join(
+                left,
+                right,
+                how,
+                small,
+                mode,
+                partitioning,
+                (
+                    Box::new(move |k: &K, v: &L| home_left(k, v)),
+                    Box::new(move |k: &K, v: &R| home_right(k, v)),
+                ),
+                loads,
+                logic,
+            )
         }
     }
 }

@@ -19,11 +19,21 @@ pub enum Strategy {
     Broadcast,
     /// IB-Join: broadcast the smaller side as a key index, tracking its matches by key id.
     Ib,
+    /// DER baseline: broadcast the smaller side with row ids, report unmatched row ids.
+    Der,
+    /// DDR baseline: broadcast the smaller side, send unmatched rows themselves.
+    Ddr,
 }
 
 impl Strategy {
     /// Every strategy that runs a join itself (not `auto`).
-    pub const CONCRETE: [Strategy; 3] = [Strategy::Shuffle, Strategy::Broadcast, Strategy::Ib];
+    pub const CONCRETE: [Strategy; 5] = [
+        Strategy::Shuffle,
+        Strategy::Broadcast,
+        Strategy::Ib,
+        Strategy::Der,
+        Strategy::Ddr,
+    ];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -32,6 +42,8 @@ impl Strategy {
             Strategy::Shuffle => "shuffle",
             Strategy::Broadcast => "broadcast",
             Strategy::Ib => "ib",
+            Strategy::Der => "der",
+            Strategy::Ddr => "ddr",
         }
     }
 }
@@ -51,8 +63,10 @@ impl FromStr for Strategy {
             "shuffle" | "hash" => Ok(Strategy::Shuffle),
             "broadcast" => Ok(Strategy::Broadcast),
             "ib" | "ib-join" => Ok(Strategy::Ib),
+            "der" => Ok(Strategy::Der),
+            "ddr" => Ok(Strategy::Ddr),
             other => Err(format!(
-                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast, ib"
+                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast, ib, der, ddr"
             )),
         }
     }
@@ -74,6 +88,16 @@ pub enum Resolved {
         /// The side copied to every worker.
         small: Side,
     },
+    /// The DER baseline with `small` broadcast.
+    Der {
+        /// The side copied to every worker.
+        small: Side,
+    },
+    /// The DDR baseline with `small` broadcast.
+    Ddr {
+        /// The side copied to every worker.
+        small: Side,
+    },
 }
 
 impl Resolved {
@@ -83,6 +107,8 @@ impl Resolved {
             Resolved::Shuffle => "shuffle",
             Resolved::Broadcast { .. } => "broadcast",
             Resolved::Ib { .. } => "ib",
+            Resolved::Der { .. } => "der",
+            Resolved::Ddr { .. } => "ddr",
         }
     }
 }
@@ -142,10 +168,14 @@ pub fn choose(strategy: Strategy, inputs: &PlanInputs) -> Result<Choice, String>
                 inputs.how
             )),
         },
-        Strategy::Ib => {
+        Strategy::Ib | Strategy::Der | Strategy::Ddr => {
             let small = smaller_side(inputs);
             Ok(Choice {
-                resolved: Resolved::Ib { small },
+                resolved: match strategy {
+                    Strategy::Ib => Resolved::Ib { small },
+                    Strategy::Der => Resolved::Der { small },
+                    _ => Resolved::Ddr { small },
+                },
                 reason: format!("asked for; the {small} side is the smaller side"),
             })
         }
@@ -247,7 +277,9 @@ mod tests {
         assert!(error.contains("--strategy shuffle"), "{error}");
         let choice = choose(Strategy::Ib, &inputs(JoinType::Full, 10, 20)).unwrap();
         assert_eq!(choice.resolved, Resolved::Ib { small: Side::Left });
-        for name in ["auto", "shuffle", "broadcast", "ib"] {
+        let choice = choose(Strategy::Der, &inputs(JoinType::Full, 30, 20)).unwrap();
+        assert_eq!(choice.resolved, Resolved::Der { small: Side::Right });
+        for name in ["auto", "shuffle", "broadcast", "ib", "der", "ddr"] {
             assert_eq!(name.parse::<Strategy>().unwrap().name(), name);
         }
     }

@@ -17,6 +17,8 @@ fn strategies(how: JoinType) -> Vec<Resolved> {
             all.push(Resolved::Broadcast { side });
         }
         all.push(Resolved::Ib { small: side });
+        all.push(Resolved::Der { small: side });
+        all.push(Resolved::Ddr { small: side });
     }
     all
 }
