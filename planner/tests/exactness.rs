@@ -182,3 +182,20 @@ fn ib_tracking_traffic_is_a_bitset_per_partition() {
         );
     }
 }
+
+/// DER sends 4 bytes per locally unmatched small row and DDR the row itself; IB-Join one bit per
+/// key. With half the keys matched and 8 partitions, both baselines move more than IB-Join.
+#[test]
+fn baselines_track_with_more_bytes_than_ib() {
+    let small = int_keys(&(0..1000).map(Some).collect::<Vec<_>>());
+    let large = int_keys(&(0..2000).map(|i| Some(i % 500 * 2)).collect::<Vec<_>>());
+    let bytes = |resolved| {
+        let (rows, loads) = join_in_memory(&large, &small, JoinType::Full, resolved, 8, 2).unwrap();
+        assert_eq!(rows.len(), 2500);
+        loads.total_traffic().tracking_bytes
+    };
+    let ib = bytes(Resolved::Ib { small: Side::Right });
+    let der = bytes(Resolved::Der { small: Side::Right });
+    let ddr = bytes(Resolved::Ddr { small: Side::Right });
+    assert!(ib < der && der < ddr, "ib {ib}, der {der}, ddr {ddr}");
+}
