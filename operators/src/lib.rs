@@ -3,7 +3,12 @@
 //! Each strategy is an extension trait on streams of `(key, value)` pairs:
 //!
 //! - [`ShuffleJoin`]: hash-partition both inputs, join locally (the baseline);
-//! - [`BroadcastJoin`]: copy one input to every worker, leave the other in place.
+//! - [`BroadcastJoin`]: copy one input to every worker, leave the other in place;
+//! - [`IbJoin`]: broadcast a small side as a key index, with unmatched-row tracking by key id,
+//!   so that even joins preserving the small side can broadcast it; [`der_join`] and
+//!   [`ddr_join`] are the published baselines it is measured against;
+//! - VPRP's building blocks: [`sample`] (per-worker key samples) and [`range_pact`] (routing by
+//!   sorted key ranges, also as a `DistributorPact`).
 //!
 //! Routing decides a *partition* `0..P`, and partition `p` lives on worker `p % W`
 //! ([`Partitioning`]); load is counted per partition into a [`LoadRecorder`]. The building
@@ -13,8 +18,11 @@
 
 pub mod broadcast_join;
 pub mod config;
+pub mod ddr_join;
+pub mod der_join;
 pub mod error;
 pub mod hash;
+pub mod ib_join;
 pub mod join_type;
 pub mod kernel;
 pub mod key;
@@ -30,9 +38,10 @@ pub mod shuffle_join;
 pub use broadcast_join::BroadcastJoin;
 pub use config::JoinConfig;
 pub use error::JoinError;
+pub use ib_join::IbJoin;
 pub use join_type::{JoinType, Side};
 pub use key::{JoinKey, Key};
-pub use load::{LoadRecorder, LoadReport, PartitionLoad};
+pub use load::{LoadRecorder, LoadReport, PartitionLoad, TrafficCounters};
 pub use partition::{Dest, Partitioning};
 pub use reference::JoinedRow;
 pub use shuffle_join::ShuffleJoin;

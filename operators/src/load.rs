@@ -18,6 +18,36 @@ pub struct PartitionLoad {
     pub output_rows: u64,
     /// The most input records this partition held at once.
     pub peak_records: u64,
+    /// Records and bytes moved by a broadcast and by unmatched-row tracking (IB-Join family).
+    #[serde(default)]
+    pub traffic: TrafficCounters,
+}
+
+/// What one partition received by broadcast and sent for unmatched-row tracking.
+///
+/// Bytes are estimates: a broadcast row counts `size_of::<(K, V)>()` (its in-memory size, the
+/// same for every strategy), a tracking message counts its payload (bitset words, id lists or
+/// padded rows) plus a fixed header, so strategies compare on what they would put on a wire.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrafficCounters {
+    /// Broadcast records this partition received.
+    pub broadcast_records: u64,
+    /// Their bytes.
+    pub broadcast_bytes: u64,
+    /// Tracking messages (IB-Join, DER, DDR) this partition sent.
+    pub tracking_records: u64,
+    /// Their bytes.
+    pub tracking_bytes: u64,
+}
+
+impl TrafficCounters {
+    /// Adds `other` to these counts.
+    pub fn add(&mut self, other: &TrafficCounters) {
+        self.broadcast_records += other.broadcast_records;
+        self.broadcast_bytes += other.broadcast_bytes;
+        self.tracking_records += other.tracking_records;
+        self.tracking_bytes += other.tracking_bytes;
+    }
 }
 
 #[derive(Debug, Default)]
@@ -88,6 +118,22 @@ impl LoadRecorder {
         state.loads[index].output_rows += rows;
     }
 
+    /// `partition` received `records` broadcast records of `bytes` bytes.
+    pub fn broadcast(&self, partition: u32, records: u64, bytes: u64) {
+        let mut state = self.state.borrow_mut();
+        let index = state.grow(partition);
+        state.loads[index].traffic.broadcast_records += records;
+        state.loads[index].traffic.broadcast_bytes += bytes;
+    }
+
+    /// `partition` sent `records` tracking messages of `bytes` bytes.
+    pub fn tracking(&self, partition: u32, records: u64, bytes: u64) {
+        let mut state = self.state.borrow_mut();
+        let index = state.grow(partition);
+        state.loads[index].traffic.tracking_records += records;
+        state.loads[index].traffic.tracking_bytes += bytes;
+    }
+
     /// Marks `partition` as hosted here, so it is reported even with zero load.
     pub fn register(&self, partition: u32) {
         self.state.borrow_mut().grow(partition);
@@ -133,7 +179,17 @@ impl LoadReport {
             entry.input_records += load.input_records;
             entry.output_rows += load.output_rows;
             entry.peak_records = entry.peak_records.max(load.peak_records);
+            entry.traffic.add(&load.traffic);
         }
+    }
+
+    /// Broadcast and tracking traffic summed over all partitions.
+    pub fn total_traffic(&self) -> TrafficCounters {
+        let mut total = TrafficCounters::default();
+        for load in &self.per_partition {
+            total.add(&load.traffic);
+        }
+        total
     }
 
     /// Total input records over all partitions.
@@ -192,7 +248,8 @@ mod tests {
                 PartitionLoad {
                     input_records: 14,
                     output_rows: 7,
-                    peak_records: 10
+                    peak_records: 10,
+                    traffic: TrafficCounters::default(),
                 }
             )]
         );

@@ -9,9 +9,10 @@
 use std::rc::Rc;
 
 use skewjoin_operators::broadcast_join::broadcast_all;
+use skewjoin_operators::ib_join::{baseline_join, ib_join_routed, index_rule, TrackingMode};
 use skewjoin_operators::partitioned_join::partitioned_join;
 use skewjoin_operators::range_pact::{plan_tables, route_by_ranges};
-use skewjoin_operators::route::{route, Route};
+use skewjoin_operators::route::{route, Route, Routed};
 use skewjoin_operators::sample::{sample_summaries, SampleConfig};
 use skewjoin_operators::{
     JoinConfig, JoinKey, JoinType, LoadRecorder, Partitioning, ShuffleJoin, Side,
@@ -77,8 +78,57 @@ where
                 vprp_route(left, right, settings, separate_noise, how, partitioning);
             partitioned_join(left, right, how, partitioning, loads, logic)
         }
+        Resolved::Ib { small } => {
+            let keep_left = how.keeps_unmatched(Side::Left);
+            let keep_right = how.keeps_unmatched(Side::Right);
+            let (left, right) = match small {
+                Side::Right => (
+                    route(left, "StayLeft", stay_home(home_left, keep_left)),
+                    route(
+                        right,
+                        "IndexRight",
+                        index_rule(move |k: &K, v: &R| home_right(k, v), keep_right),
+                    ),
+                ),
+                Side::Left => (
+                    route(
+                        left,
+                        "IndexLeft",
+                        index_rule(move |k: &K, v: &L| home_left(k, v), keep_left),
+                    ),
+                    route(right, "StayRight", stay_home(home_right, keep_right)),
+                ),
+            };
+            ib_join_routed(left, right, how, small, partitioning, loads, logic)
+        }
+        Resolved::Der { small } | Resolved::Ddr { small } => {
+            let mode = match resolved {
+                Resolved::Der { .. } => TrackingMode::Der,
+                _ => TrackingMode::Ddr,
+            };
+            baseline_join(
+                left,
+                right,
+                how,
+                small,
+                mode,
+                partitioning,
+                (
+                    Box::new(move |k: &K, v: &L| home_left(k, v)),
+                    Box::new(move |k: &K, v: &R| home_right(k, v)),
+                ),
+                loads,
+                logic,
+            )
+        }
     }
 }
+
+/// Both inputs, routed.
+type RoutedPair<'s, T, K, L, R> = (
+    StreamVec<'s, T, Routed<K, L>>,
+    StreamVec<'s, T, Routed<K, R>>,
+);
 
 /// VPRP's routing: sample both sides, gather the summaries on every worker, plan the range
 /// table, then route each record by its key's range (records wait for the table).
@@ -89,10 +139,7 @@ fn vprp_route<'s, T, K, L, R>(
     separate_noise: bool,
     how: JoinType,
     partitioning: Partitioning,
-) -> (
-    StreamVec<'s, T, skewjoin_operators::route::Routed<K, L>>,
-    StreamVec<'s, T, skewjoin_operators::route::Routed<K, R>>,
-)
+) -> RoutedPair<'s, T, K, L, R>
 where
     T: Timestamp,
     K: JoinKey,

@@ -146,6 +146,8 @@ pub fn predict<K: JoinKey + Hash>(
     match resolved {
         // Range plans come from a sample drawn inside the dataflow: no prediction before it runs.
         Resolved::Vprp(_) | Resolved::VprpT(_) => return None,
+        // Not modelled yet: IB-Join and its baselines add a tracking step.
+        Resolved::Ib { .. } | Resolved::Der { .. } | Resolved::Ddr { .. } => return None,
         Resolved::Shuffle => {
             for key in &stats.keys {
                 let partition = partitioning.partition_of_hash(key.key.stable_hash()) as usize;

@@ -21,13 +21,22 @@ pub enum Strategy {
     Vprp,
     /// VPRP without the join-data/noise separation (the paper's ablation).
     VprpT,
+    /// IB-Join: broadcast the smaller side as a key index, tracking its matches by key id.
+    Ib,
+    /// DER baseline: broadcast the smaller side with row ids, report unmatched row ids.
+    Der,
+    /// DDR baseline: broadcast the smaller side, send unmatched rows themselves.
+    Ddr,
 }
 
 impl Strategy {
     /// Every strategy that runs a join itself (not `auto`).
-    pub const CONCRETE: [Strategy; 4] = [
+    pub const CONCRETE: [Strategy; 7] = [
         Strategy::Shuffle,
         Strategy::Broadcast,
+        Strategy::Ib,
+        Strategy::Der,
+        Strategy::Ddr,
         Strategy::Vprp,
         Strategy::VprpT,
     ];
@@ -40,6 +49,9 @@ impl Strategy {
             Strategy::Broadcast => "broadcast",
             Strategy::Vprp => "vprp",
             Strategy::VprpT => "vprp-t",
+            Strategy::Ib => "ib",
+            Strategy::Der => "der",
+            Strategy::Ddr => "ddr",
         }
     }
 }
@@ -60,8 +72,11 @@ impl FromStr for Strategy {
             "broadcast" => Ok(Strategy::Broadcast),
             "vprp" => Ok(Strategy::Vprp),
             "vprp-t" | "vprpt" => Ok(Strategy::VprpT),
+            "ib" | "ib-join" => Ok(Strategy::Ib),
+            "der" => Ok(Strategy::Der),
+            "ddr" => Ok(Strategy::Ddr),
             other => Err(format!(
-                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast, vprp, vprp-t"
+                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast, ib, der, ddr, vprp, vprp-t"
             )),
         }
     }
@@ -82,6 +97,21 @@ pub enum Resolved {
     Vprp(VprpSettings),
     /// VPRP-T: ranges cut over all sampled keys.
     VprpT(VprpSettings),
+    /// IB-Join with `small` broadcast as a key index.
+    Ib {
+        /// The side copied to every worker.
+        small: Side,
+    },
+    /// The DER baseline with `small` broadcast.
+    Der {
+        /// The side copied to every worker.
+        small: Side,
+    },
+    /// The DDR baseline with `small` broadcast.
+    Ddr {
+        /// The side copied to every worker.
+        small: Side,
+    },
 }
 
 /// The choices of a VPRP run.
@@ -126,6 +156,9 @@ impl Resolved {
             Resolved::Broadcast { .. } => "broadcast",
             Resolved::Vprp(_) => "vprp",
             Resolved::VprpT(_) => "vprp-t",
+            Resolved::Ib { .. } => "ib",
+            Resolved::Der { .. } => "der",
+            Resolved::Ddr { .. } => "ddr",
         }
     }
 }
@@ -193,7 +226,27 @@ pub fn choose(strategy: Strategy, inputs: &PlanInputs) -> Result<Choice, String>
             resolved: Resolved::VprpT(VprpSettings::default()),
             reason: "asked for".into(),
         }),
+        Strategy::Ib | Strategy::Der | Strategy::Ddr => {
+            let small = smaller_side(inputs);
+            Ok(Choice {
+                resolved: match strategy {
+                    Strategy::Ib => Resolved::Ib { small },
+                    Strategy::Der => Resolved::Der { small },
+                    _ => Resolved::Ddr { small },
+                },
+                reason: format!("asked for; the {small} side is the smaller side"),
+            })
+        }
         Strategy::Auto => Ok(choose_auto(inputs)),
+    }
+}
+
+/// The side with fewer rows (the right one on a tie).
+pub fn smaller_side(inputs: &PlanInputs) -> Side {
+    if inputs.left_rows < inputs.right_rows {
+        Side::Left
+    } else {
+        Side::Right
     }
 }
 
@@ -215,6 +268,27 @@ fn choose_auto(inputs: &PlanInputs) -> Choice {
                 reason: format!(
                     "the {side} side ({small} rows) is within the broadcast limit ({}) and copying it moves {broadcast_moved} records against {shuffle_moved} for a shuffle",
                     inputs.broadcast_limit
+                ),
+            };
+        }
+    }
+    // A plain broadcast cannot track the small side; IB-Join can, at the cost of one bit per
+    // distinct key per partition.
+    let small = smaller_side(inputs);
+    let (small_rows, large_rows) = match small {
+        Side::Left => (inputs.left_rows, inputs.right_rows),
+        Side::Right => (inputs.right_rows, inputs.left_rows),
+    };
+    if inputs.how.tracks_matches(small) && small_rows <= inputs.broadcast_limit {
+        let workers = inputs.workers.max(1) as u64;
+        let shuffle_moved = (small_rows + large_rows) * (workers - 1) / workers;
+        let broadcast_moved = small_rows * (workers - 1);
+        if broadcast_moved <= shuffle_moved {
+            return Choice {
+                resolved: Resolved::Ib { small },
+                reason: format!(
+                    "the {small} side ({small_rows} rows) is within the broadcast limit ({}) but the {} join keeps or filters it by matches, so IB-Join tracks them by key id; copying moves {broadcast_moved} records against {shuffle_moved} for a shuffle",
+                    inputs.broadcast_limit, inputs.how
                 ),
             };
         }
@@ -244,7 +318,12 @@ mod tests {
         let choice = choose(Strategy::Auto, &inputs(JoinType::Inner, 1_000_000, 100)).unwrap();
         assert_eq!(choice.resolved, Resolved::Broadcast { side: Side::Right });
         // A left join cannot broadcast the left side, however small.
+        // A left join cannot plainly broadcast the left side; IB-Join can.
         let choice = choose(Strategy::Auto, &inputs(JoinType::Left, 100, 1_000_000)).unwrap();
+        assert_eq!(choice.resolved, Resolved::Ib { small: Side::Left });
+        let choice = choose(Strategy::Auto, &inputs(JoinType::RightSemi, 1_000_000, 10)).unwrap();
+        assert_eq!(choice.resolved, Resolved::Ib { small: Side::Right });
+        let choice = choose(Strategy::Auto, &inputs(JoinType::Full, 1000, 1000)).unwrap();
         assert_eq!(choice.resolved, Resolved::Shuffle);
         let choice = choose(Strategy::Auto, &inputs(JoinType::Inner, 1000, 1000)).unwrap();
         assert_eq!(choice.resolved, Resolved::Shuffle);
@@ -254,7 +333,20 @@ mod tests {
     fn broadcast_of_a_full_join_is_an_error() {
         let error = choose(Strategy::Broadcast, &inputs(JoinType::Full, 10, 10)).unwrap_err();
         assert!(error.contains("--strategy shuffle"), "{error}");
-        for name in ["auto", "shuffle", "broadcast", "vprp", "vprp-t"] {
+        let choice = choose(Strategy::Ib, &inputs(JoinType::Full, 10, 20)).unwrap();
+        assert_eq!(choice.resolved, Resolved::Ib { small: Side::Left });
+        let choice = choose(Strategy::Der, &inputs(JoinType::Full, 30, 20)).unwrap();
+        assert_eq!(choice.resolved, Resolved::Der { small: Side::Right });
+        for name in [
+            "auto",
+            "shuffle",
+            "broadcast",
+            "ib",
+            "der",
+            "ddr",
+            "vprp",
+            "vprp-t",
+        ] {
             assert_eq!(name.parse::<Strategy>().unwrap().name(), name);
         }
     }

@@ -402,7 +402,10 @@ fn metrics_for(
     report: &engine::RunReport,
 ) -> Metrics {
     let broadcast_side = match choice.resolved {
-        Resolved::Broadcast { side } => Some(side.to_string()),
+        Resolved::Broadcast { side }
+        | Resolved::Ib { small: side }
+        | Resolved::Der { small: side }
+        | Resolved::Ddr { small: side } => Some(side.to_string()),
         _ => None,
     };
     Metrics::new(
@@ -573,6 +576,12 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         let label = match choice.resolved {
             Resolved::Broadcast { side: Side::Left } => "bcast-L".to_string(),
             Resolved::Broadcast { side: Side::Right } => "bcast-R".to_string(),
+            Resolved::Ib { small: Side::Left } => "ib-L".to_string(),
+            Resolved::Ib { small: Side::Right } => "ib-R".to_string(),
+            Resolved::Der { small: Side::Left } => "der-L".to_string(),
+            Resolved::Der { small: Side::Right } => "der-R".to_string(),
+            Resolved::Ddr { small: Side::Left } => "ddr-L".to_string(),
+            Resolved::Ddr { small: Side::Right } => "ddr-R".to_string(),
             other => other.name().to_string(),
         };
         let seconds = report.elapsed.as_secs_f64();
