@@ -4,12 +4,16 @@
 //! - [`cost`]: key statistics and per-partition load predictions;
 //! - [`compose`]: builds a resolved strategy's dataflow from routes and partitioned joins;
 //! - [`exec`]: runs a planned join over in-memory keys on timely worker threads;
+//! - [`exec_local`]: runs the same dataflow on one hand-stepped worker (the browser build);
+//! - [`row_hash`]: the runtime's row hashes of generated tables, computed without Arrow;
 //! - [`datagen`]: deterministic skewed inputs, the same natively and in the browser.
 
 pub mod compose;
 pub mod cost;
 pub mod datagen;
 pub mod exec;
+pub mod exec_local;
+pub mod row_hash;
 pub mod strategy;
 
 pub use strategy::{choose, Choice, PlanInputs, Resolved, Strategy};
