@@ -180,8 +180,6 @@ impl PairSink for CountSink {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use skewjoin_operators::{JoinType, Key};
 
     use super::*;
