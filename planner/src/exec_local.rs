@@ -139,8 +139,9 @@ where
     while !probe.done() {
         worker.step();
     }
-    // Drop the finished dataflow so it releases its handle on the sink.
-    while worker.step() {}
+    // Dropping the worker drops its dataflows and so their handles on the sink, without stepping
+    // until timely tears the finished dataflow down (which a dataflow with a loop may never let
+    // happen on its own).
     drop(worker);
 
     let sink = Rc::try_unwrap(sink)
