@@ -18,6 +18,16 @@ if [ ! -x "$chromium" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
+if ! command -v npm >/dev/null; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "e2e.sh: node and npm are missing; install them (apt-get install nodejs npm)" >&2
+        exit 1
+    fi
+    echo "== installing node and npm (Debian packages)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+
 bash "$here/build.sh"
 # SKEWJOIN names an already built binary to compare with; otherwise it is built here.
 if [ -z "${SKEWJOIN:-}" ]; then
