@@ -34,6 +34,11 @@ pub const MAX_ROWS: u64 = 2_000_000;
 /// The most partitions the page may ask for (bars stay readable).
 pub const MAX_PARTITIONS: usize = 256;
 
+/// The most output rows a request may produce. Every output row is counted and checksummed, at
+/// roughly 100 million rows a second in a browser, and two hot keys with 100,000 rows on each side
+/// already make 10^10; beyond this the page would freeze for many seconds.
+pub const MAX_OUTPUT_ROWS: u64 = 300_000_000;
+
 /// The `auto` strategy's broadcast limit, the same default as `skewjoin join`.
 pub const BROADCAST_LIMIT: u64 = 1_000_000;
 
@@ -244,6 +249,11 @@ pub fn run_request(request: &DemoRequest) -> Result<DemoResponse, String> {
     let start = now_ms();
     let pair = generate(&spec);
     let expected = expected_rows(&pair.counts(), how);
+    if expected > MAX_OUTPUT_ROWS {
+        return Err(format!(
+            "this {how} join has {expected} output rows; the browser runs joins of at most {MAX_OUTPUT_ROWS}: lower the skew or the rows, or widen the key domain"
+        ));
+    }
     let left: Arc<[Key]> = pair.left.key.iter().map(|&k| Key::Int(k)).collect();
     let right: Arc<[Key]> = pair.right.key.iter().map(|&k| Key::Int(k)).collect();
     let left_hashes: Arc<[u64]> = table_row_hashes(&pair.left).into();
@@ -412,6 +422,8 @@ mod tests {
             r#"{"noise": 2}"#,
             r#"{"left_rows": 1e12}"#,
             r#"{"rows": 5}"#,
+            // 20,000 rows of one key on each side: 4 * 10^8 output rows.
+            r#"{"left_rows": 20000, "right_rows": 20000, "keys": 1}"#,
         ] {
             assert!(run_json(bad).is_err(), "{bad}");
         }
