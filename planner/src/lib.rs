@@ -5,12 +5,16 @@
 //! - [`compose`]: builds a resolved strategy's dataflow from routes and partitioned joins;
 //! - [`exec`]: runs a planned join over in-memory keys on timely worker threads;
 //! - [`vprp`]: VPRP's range planning from key samples;
+//! - [`exec_local`]: runs the same dataflow on one hand-stepped worker (the browser build);
+//! - [`row_hash`]: the runtime's row hashes of generated tables, computed without Arrow;
 //! - [`datagen`]: deterministic skewed inputs, the same natively and in the browser.
 
 pub mod compose;
 pub mod cost;
 pub mod datagen;
 pub mod exec;
+pub mod exec_local;
+pub mod row_hash;
 pub mod strategy;
 pub mod vprp;
 

@@ -41,3 +41,36 @@ pub fn to_side(name: &str, table: &GenTable) -> SideData {
         batch,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use skewjoin_planner::datagen::{generate, GenSpec};
+    use skewjoin_planner::row_hash::table_row_hashes;
+
+    use super::*;
+
+    /// The browser computes row hashes without Arrow; they must be the ones `join` computes from
+    /// the files `gen` writes, or its checksums would not be comparable.
+    #[test]
+    fn planner_row_hashes_equal_the_runtime_row_hashes() {
+        let pair = generate(&GenSpec {
+            left_rows: 2000,
+            right_rows: 1500,
+            keys: 100,
+            noise: 0.2,
+            seed: 3,
+            ..GenSpec::default()
+        });
+        for table in [&pair.left, &pair.right] {
+            let side = to_side("t", table);
+            assert_eq!(&*side.hashes, table_row_hashes(table).as_slice());
+        }
+        // Through a file too: what `join` actually reads back.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("left.parquet");
+        crate::io::write_table(&path, crate::io::FileFormat::Parquet, &to_batch(&pair.left))
+            .unwrap();
+        let back = crate::io::read_table(&path, crate::io::FileFormat::Parquet).unwrap();
+        assert_eq!(row_hashes(&back), table_row_hashes(&pair.left));
+    }
+}

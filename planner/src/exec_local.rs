@@ -1,0 +1,313 @@
+//! Runs a planned join on ONE timely worker that hosts all P partitions, stepped by hand.
+//!
+//! This is the executor of the browser build: `wasm32-unknown-unknown` has neither threads nor a
+//! clock (`std::time::Instant::now` panics there, and `timely::execute_directly` calls it), so the
+//! worker is built directly over timely's single-thread allocator with no timer, and stepped with
+//! a zero park duration, which never consults a clock. It builds the same dataflow as
+//! [`crate::exec::execute`] (via [`build_join`]) with `Partitioning::new(P, 1)`; because routing
+//! decides partitions and load is counted per partition, the per-partition figures are the ones a
+//! native run with any worker count reports on the same data.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use skewjoin_operators::JoinType;
+//! use skewjoin_planner::exec::{CollectSink, JoinJob};
+//! use skewjoin_planner::exec_local::execute_local;
+//! use skewjoin_planner::Resolved;
+//!
+//! let job = JoinJob {
+//!     left: Arc::from(vec![1i64, 2, 2]),
+//!     right: Arc::from(vec![2i64, 3]),
+//!     left_hashes: Arc::from(Vec::new()),
+//!     right_hashes: Arc::from(Vec::new()),
+//!     how: JoinType::Inner,
+//!     resolved: Resolved::Shuffle,
+//!     partitions: 4,
+//!     workers: 1,
+//! };
+//! let output = execute_local(&job, CollectSink::default()).unwrap();
+//! assert_eq!(output.summary.len(), 2);
+//! assert_eq!(output.loads.per_partition.len(), 4);
+//! assert_eq!(output.loads.total_output(), 2);
+//! ```
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use skewjoin_operators::hash::pair_checksum;
+use skewjoin_operators::{JoinKey, LoadRecorder, LoadReport, Partitioning};
+use timely::communication::allocator::{Allocator, Thread};
+use timely::dataflow::operators::{Input, Probe};
+use timely::dataflow::{InputHandle, ProbeHandle};
+use timely::worker::Worker;
+use timely::WorkerConfig;
+
+use crate::compose::{build_join, Home};
+use crate::exec::{JoinJob, PairSink, RowRef};
+
+/// What a single-worker run produced.
+#[derive(Clone, Debug)]
+pub struct LocalOutput<S> {
+    /// Per-partition load, all P partitions.
+    pub loads: LoadReport,
+    /// The sink's summary.
+    pub summary: S,
+}
+
+/// How many records are fed before the dataflow is stepped, so exchange buffers stay small.
+const FEED_CHUNK: usize = 1 << 14;
+
+/// Runs `job` on one worker hosting all `job.partitions` partitions, feeding every output row to
+/// `sink`. `job.workers` is not used: there is exactly one worker.
+pub fn execute_local<K, S>(job: &JoinJob<K>, sink: S) -> Result<LocalOutput<S::Summary>, String>
+where
+    K: JoinKey,
+    S: PairSink,
+{
+    if job.left.len() >= u32::MAX as usize || job.right.len() >= u32::MAX as usize {
+        return Err("an input has 2^32 rows or more".into());
+    }
+    if (!job.left_hashes.is_empty() && job.left_hashes.len() != job.left.len())
+        || (!job.right_hashes.is_empty() && job.right_hashes.len() != job.right.len())
+    {
+        return Err("row hashes must be given for every row or for none".into());
+    }
+    if job.partitions == 0 {
+        return Err("the partition count must be at least 1".into());
+    }
+
+    // No timer: `Some(Instant::now())` is what `execute_directly` passes, and it panics in the
+    // browser. Without one, timely keeps no logging registry and schedules no delayed activations,
+    // neither of which the join uses.
+    let mut worker = Worker::new(
+        WorkerConfig::default(),
+        Allocator::Thread(Thread::default()),
+        None,
+    );
+    let partitioning = Partitioning::new(job.partitions, 1);
+    let loads = LoadRecorder::new();
+    let sink = Rc::new(RefCell::new(sink));
+    let mut left_input = InputHandle::new();
+    let mut right_input = InputHandle::new();
+    let probe = ProbeHandle::new();
+    let left_rows = job.left.len() as u64;
+    let right_rows = job.right.len() as u64;
+    worker.dataflow::<u32, _, _>(|scope| {
+        let left = scope.input_from(&mut left_input);
+        let right = scope.input_from(&mut right_input);
+        let home_left: Home<K, RowRef> =
+            Rc::new(move |_, row| partitioning.partition_of_row(row.0 as u64, left_rows));
+        let home_right: Home<K, RowRef> =
+            Rc::new(move |_, row| partitioning.partition_of_row(row.0 as u64, right_rows));
+        let sink = Rc::clone(&sink);
+        build_join(
+            left,
+            right,
+            job.resolved,
+            job.how,
+            partitioning,
+            (home_left, home_right),
+            loads.clone(),
+            move |_key, l: Option<&RowRef>, r: Option<&RowRef>, _out: &mut Vec<()>| {
+                sink.borrow_mut().emit(l, r)
+            },
+        )
+        .probe_with(&probe);
+    });
+
+    // The same feeding order as a native worker: partition by partition, left then right, so
+    // that a partition's rows enter from the worker hosting it (here, the only one).
+    let mut sent = 0usize;
+    for partition in partitioning.local_partitions(0) {
+        for (keys, hashes, input, rows) in [
+            (&job.left, &job.left_hashes, &mut left_input, left_rows),
+            (&job.right, &job.right_hashes, &mut right_input, right_rows),
+        ] {
+            for row in partitioning.rows_of_partition(partition, rows) {
+                let hash = hashes.get(row as usize).copied().unwrap_or(0);
+                input.send((keys[row as usize].clone(), (row as u32, hash)));
+                sent += 1;
+                if sent.is_multiple_of(FEED_CHUNK) {
+                    worker.step();
+                }
+            }
+        }
+    }
+    left_input.close();
+    right_input.close();
+    // `step` parks for zero time, which returns without looking at a clock.
+    while !probe.done() {
+        worker.step();
+    }
+    // Dropping the worker drops its dataflows and so their handles on the sink, without stepping
+    // until timely tears the finished dataflow down (which a dataflow with a loop may never let
+    // happen on its own).
+    drop(worker);
+
+    let sink = Rc::try_unwrap(sink)
+        .map_err(|_| "the join's dataflow outlived the run".to_string())?
+        .into_inner();
+    let mut report = LoadReport::new(job.partitions);
+    report.add(&loads.snapshot());
+    Ok(LocalOutput {
+        loads: report,
+        summary: sink.finish()?,
+    })
+}
+
+/// A sink that keeps only the row count and the order-independent checksum of the output,
+/// defined as in the runtime: the wrapping sum of [`pair_checksum`] over output rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CountSink {
+    /// Output rows so far.
+    pub rows: u64,
+    /// Their checksum so far.
+    pub checksum: u64,
+}
+
+impl PairSink for CountSink {
+    type Summary = CountSink;
+    #[inline]
+    fn emit(&mut self, left: Option<&RowRef>, right: Option<&RowRef>) {
+        self.rows += 1;
+        self.checksum = self
+            .checksum
+            .wrapping_add(pair_checksum(left.map(|row| row.1), right.map(|row| row.1)));
+    }
+    fn finish(self) -> Result<CountSink, String> {
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use skewjoin_operators::{JoinType, Key};
+
+    use super::*;
+    use crate::datagen::{generate, GenSpec};
+    use crate::exec::execute;
+    use crate::row_hash::table_row_hashes;
+    use crate::strategy::{choose, PlanInputs, Strategy};
+
+    /// The job of running `strategy` on the data of `spec`, or `None` when the strategy cannot
+    /// compute this join type.
+    fn job(
+        spec: &GenSpec,
+        how: JoinType,
+        strategy: Strategy,
+        partitions: usize,
+    ) -> Option<JoinJob<Key>> {
+        let pair = generate(spec);
+        let resolved = choose(
+            strategy,
+            &PlanInputs {
+                how,
+                left_rows: spec.left_rows,
+                right_rows: spec.right_rows,
+                workers: 2,
+                broadcast_limit: u64::MAX,
+            },
+        )
+        .ok()?
+        .resolved;
+        Some(JoinJob {
+            left: pair.left.key.iter().map(|&k| Key::Int(k)).collect(),
+            right: pair.right.key.iter().map(|&k| Key::Int(k)).collect(),
+            left_hashes: table_row_hashes(&pair.left).into(),
+            right_hashes: table_row_hashes(&pair.right).into(),
+            how,
+            resolved,
+            partitions,
+            workers: 2,
+        })
+    }
+
+    /// The browser's executor and a native two-thread run agree partition by partition, and on
+    /// the output's row count and checksum.
+    #[test]
+    fn one_worker_reports_what_two_workers_report() {
+        let skewed = GenSpec {
+            left_rows: 3000,
+            right_rows: 2000,
+            keys: 300,
+            left_skew: 1.1,
+            right_skew: 0.7,
+            noise: 0.1,
+            seed: 7,
+            ..GenSpec::default()
+        };
+        let independent = GenSpec {
+            independent: true,
+            right_rows: 500,
+            seed: 11,
+            ..skewed.clone()
+        };
+        let mut compared = 0;
+        for spec in [&skewed, &independent] {
+            for how in [JoinType::Inner, JoinType::Left, JoinType::RightAnti] {
+                for strategy in Strategy::CONCRETE {
+                    for partitions in [1, 5, 8] {
+                        let Some(job) = job(spec, how, strategy, partitions) else {
+                            continue;
+                        };
+                        let local = execute_local(&job, CountSink::default()).unwrap();
+                        let native = execute(job.clone(), |_| CountSink::default()).unwrap();
+                        let rows: u64 = native.summaries.iter().map(|s| s.rows).sum();
+                        let checksum = native
+                            .summaries
+                            .iter()
+                            .fold(0u64, |sum, s| sum.wrapping_add(s.checksum));
+                        let what = format!("{how} {strategy} P={partitions}");
+                        assert_eq!(local.loads, native.loads, "{what}");
+                        assert_eq!(local.summary.rows, rows, "{what}");
+                        assert_eq!(local.summary.checksum, checksum, "{what}");
+                        assert_eq!(local.loads.per_partition.len(), partitions, "{what}");
+                        assert_eq!(local.loads.total_output(), rows, "{what}");
+                        compared += 1;
+                    }
+                }
+            }
+        }
+        // Shuffle and broadcast compute all three join types.
+        assert!(compared >= 2 * 3 * 2 * 3, "{compared}");
+    }
+
+    /// Skewed input really is unbalanced under a shuffle, so the comparison above is not between
+    /// two all-equal reports.
+    #[test]
+    fn shuffle_of_skewed_keys_is_unbalanced() {
+        let spec = GenSpec {
+            left_rows: 5000,
+            right_rows: 5000,
+            keys: 1000,
+            left_skew: 1.3,
+            right_skew: 1.3,
+            ..GenSpec::default()
+        };
+        let local = execute_local(
+            &job(&spec, JoinType::Inner, Strategy::Shuffle, 8).unwrap(),
+            CountSink::default(),
+        )
+        .unwrap();
+        assert!(local.loads.output_imbalance() > 2.0, "{:?}", local.loads);
+    }
+
+    #[test]
+    fn empty_inputs_report_every_partition() {
+        let spec = GenSpec {
+            left_rows: 0,
+            right_rows: 0,
+            ..GenSpec::default()
+        };
+        for how in [JoinType::Inner, JoinType::Full] {
+            for strategy in Strategy::CONCRETE {
+                let Some(job) = job(&spec, how, strategy, 3) else {
+                    continue;
+                };
+                let local = execute_local(&job, CountSink::default()).unwrap();
+                assert_eq!(local.loads, LoadReport::new(3), "{how} {strategy}");
+                assert_eq!(local.summary, CountSink::default());
+            }
+        }
+    }
+}

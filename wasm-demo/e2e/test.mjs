@@ -1,0 +1,227 @@
+// End-to-end test of the in-browser demo in a real browser: Debian's Chromium, driven headless by
+// playwright-core (never a downloaded browser), loads the built page from a local server, runs a
+// fixed-seed join with P = 8 for every strategy, and checks that each strategy's per-partition
+// figures, row count and checksum on the page equal the `--metrics` of `skewjoin join` on the
+// files `skewjoin gen` writes with the same seed. It also times a 100,000-row-per-side run and
+// saves screenshots at laptop and phone widths.
+//
+// Run by e2e.sh after a build: node --test wasm-demo/e2e/test.mjs
+// Environment: SKEWJOIN (the native binary, required), CHROMIUM (default /usr/bin/chromium),
+// E2E_OUT (where screenshots and timings go; default wasm-demo/e2e/out).
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { createServer } from "node:http";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, extname, join, normalize, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const dist = resolve(here, "..", "dist");
+const out = resolve(process.env.E2E_OUT ?? join(here, "out"));
+const skewjoin = process.env.SKEWJOIN;
+const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+
+// The fixed workload: skewed on both sides, the right side smaller, some rows without partners.
+const DATA = {
+  left_rows: 20000, right_rows: 12000, keys: 2000,
+  left_skew: 1.1, right_skew: 0.9, independent: false, noise: 0.1, seed: 7,
+};
+const PARTITIONS = 8;
+const HOW = "inner";
+// The strategies compared with the native binary (the page runs every strategy it knows).
+const COMPARED = ["shuffle", "broadcast"];
+
+const MIME = {
+  ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css",
+  ".wasm": "application/wasm", ".md": "text/markdown; charset=utf-8",
+};
+
+let server, origin, context, page, workdir;
+const requests = [];
+const problems = [];
+
+function serve() {
+  return new Promise((resolvePromise) => {
+    const s = createServer((req, res) => {
+      const path = normalize(decodeURIComponent(new URL(req.url, "http://x").pathname));
+      const file = join(dist, path.endsWith("/") ? join(path, "index.html") : path);
+      if (!file.startsWith(dist)) { res.writeHead(403).end(); return; }
+      try {
+        const body = readFileSync(file);
+        res.writeHead(200, { "content-type": MIME[extname(file)] ?? "application/octet-stream" });
+        res.end(body);
+      } catch {
+        res.writeHead(404).end();
+      }
+    });
+    s.listen(0, "127.0.0.1", () => resolvePromise(s));
+  });
+}
+
+async function setControls(values) {
+  for (const [id, value] of Object.entries(values)) {
+    const selector = `#${id}`;
+    const tag = await page.$eval(selector, (el) => el.tagName);
+    if (tag === "SELECT") await page.selectOption(selector, String(value));
+    else await page.fill(selector, String(value));
+  }
+}
+
+// Presses Run and waits until the page has drawn the new results; returns the page's JSON.
+async function runOnPage() {
+  const done = await page.$eval("#results", (el) => Number(el.dataset.done ?? 0));
+  await page.click("#run");
+  await page.waitForFunction(
+    (n) => Number(document.getElementById("results").dataset.done ?? 0) > n,
+    done, { timeout: 120_000 },
+  );
+  const text = await page.$eval("#metrics-json", (el) => el.textContent);
+  const renderMs = Number(await page.$eval("#results", (el) => el.dataset.renderMs));
+  return { response: JSON.parse(text), renderMs };
+}
+
+function nativeMetrics(strategy) {
+  const metrics = join(workdir, `metrics-${strategy}.json`);
+  execFileSync(skewjoin, [
+    "join", join(workdir, "left.parquet"), join(workdir, "right.parquet"), "--on", "key",
+    "--how", HOW, "--strategy", strategy,
+    "-w", String(PARTITIONS), "-p", String(PARTITIONS), "--metrics", metrics, "--quiet",
+  ]);
+  return JSON.parse(readFileSync(metrics, "utf8"));
+}
+
+before(async () => {
+  assert.ok(skewjoin, "set SKEWJOIN to the path of the skewjoin binary");
+  statSync(join(dist, "pkg", "skewjoin_wasm_demo_bg.wasm"));
+  mkdirSync(out, { recursive: true });
+  workdir = mkdtempSync(join(tmpdir(), "skewjoin-e2e-"));
+  execFileSync(skewjoin, [
+    "gen", "--out", workdir,
+    "--left-rows", String(DATA.left_rows), "--right-rows", String(DATA.right_rows),
+    "--keys", String(DATA.keys), "--left-skew", String(DATA.left_skew),
+    "--right-skew", String(DATA.right_skew), "--noise", String(DATA.noise),
+    "--seed", String(DATA.seed),
+  ], { stdio: "ignore" });
+  server = await serve();
+  origin = `http://127.0.0.1:${server.address().port}`;
+  context = await chromium.launchPersistentContext(join(workdir, "profile"), {
+    executablePath,
+    headless: true,
+    chromiumSandbox: false,
+    args: [
+      "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync", "--no-first-run",
+    ],
+    viewport: { width: 1280, height: 900 },
+  });
+  page = context.pages()[0] ?? await context.newPage();
+  page.on("request", (request) => requests.push(request.url()));
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  page.on("console", (message) => {
+    if (message.type() === "error") problems.push(`console error: ${message.text()}`);
+  });
+  await page.goto(`${origin}/`);
+  await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
+});
+
+after(async () => {
+  await context?.close();
+  server?.close();
+  if (workdir) rmSync(workdir, { recursive: true, force: true });
+});
+
+test("the page offers every strategy and join type of the module", async () => {
+  const strategies = await page.$$eval("#strategy option", (os) => os.map((o) => o.value));
+  assert.deepEqual(strategies.slice(0, 1), ["all"]);
+  for (const name of COMPARED) assert.ok(strategies.includes(name), `${name} in ${strategies}`);
+  const hows = await page.$$eval("#how option", (os) => os.map((o) => o.value));
+  assert.equal(hows.length, 8);
+  for (const id of ["left_rows", "right_rows", "keys", "left_skew", "right_skew", "hot_keys", "noise", "partitions", "how", "strategy", "seed"]) {
+    const label = await page.$eval(`label[for=${id}]`, (el) => el.textContent.trim());
+    assert.ok(label.length > 0, `#${id} has a label`);
+  }
+});
+
+test("per-partition figures on the page equal skewjoin join --metrics", async () => {
+  await setControls({
+    left_rows: DATA.left_rows, right_rows: DATA.right_rows, keys: DATA.keys,
+    left_skew: DATA.left_skew, right_skew: DATA.right_skew,
+    hot_keys: DATA.independent ? "independent" : "shared", noise: DATA.noise, seed: DATA.seed,
+    partitions: PARTITIONS, how: HOW, strategy: "all",
+  });
+  const { response } = await runOnPage();
+  assert.equal(response.request.partitions, PARTITIONS);
+  const checksums = new Set();
+  for (const strategy of COMPARED) {
+    const run = response.runs.find((r) => r.requested === strategy);
+    assert.ok(run && !run.error, `${strategy} ran on the page`);
+    const native = nativeMetrics(strategy);
+    assert.equal(run.strategy, native.strategy, strategy);
+    assert.equal(run.broadcast_side, native.broadcast_side, strategy);
+    assert.equal(run.left_rows, native.left_rows);
+    assert.equal(run.right_rows, native.right_rows);
+    assert.equal(run.output_rows, native.output_rows, strategy);
+    assert.equal(run.output_rows, response.expected_rows, strategy);
+    assert.equal(run.checksum, native.checksum, strategy);
+    assert.equal(run.per_partition.length, PARTITIONS);
+    assert.deepEqual(run.per_partition, native.per_partition, strategy);
+    for (const field of ["input_imbalance", "output_imbalance", "peak_imbalance"]) {
+      assert.ok(Math.abs(run[field] - native[field]) < 1e-9, `${strategy} ${field}: ${run[field]} vs ${native[field]}`);
+    }
+    // What the cards carry is what the JSON says, and each run draws two charts.
+    const card = `#results article[data-strategy="${strategy}"]`;
+    const shown = await page.$eval(card, (el) => ({ ...el.dataset }));
+    assert.equal(shown.checksum, native.checksum);
+    assert.equal(Number(shown.outputRows), native.output_rows);
+    assert.deepEqual(JSON.parse(shown.perPartition), native.per_partition);
+    assert.equal(await page.$$eval(`${card} canvas`, (cs) => cs.length), 2);
+    checksums.add(run.checksum);
+  }
+  assert.equal(checksums.size, 1, "every strategy produces the same output");
+  // The skew is visible: the shuffle's busiest partition does well above the mean.
+  const shuffle = response.runs.find((r) => r.requested === "shuffle");
+  assert.ok(shuffle.output_imbalance > 1.5, `shuffle output max/mean ${shuffle.output_imbalance}`);
+  await page.screenshot({ path: join(out, "screenshot.png"), fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  // Chart.js resizes its canvases on the next frames; let it before measuring.
+  await page.waitForTimeout(500);
+  await page.screenshot({ path: join(out, "screenshot-phone.png"), fullPage: true });
+  // Nothing is wider than a phone's screen.
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 0, `the page is ${overflow}px wider than a 390px screen`);
+  await page.setViewportSize({ width: 1280, height: 900 });
+});
+
+test("a 100,000-row-per-side join renders (timed)", async () => {
+  await setControls({
+    left_rows: 100000, right_rows: 100000, keys: 10000, left_skew: 0.8, right_skew: 0.8,
+    hot_keys: "shared", noise: 0, seed: 42, partitions: 8, how: "inner",
+  });
+  const timings = { wasm_bytes: statSync(join(dist, "pkg", "skewjoin_wasm_demo_bg.wasm")).size };
+  for (const strategy of ["shuffle", "all"]) {
+    await setControls({ strategy });
+    const { response, renderMs } = await runOnPage();
+    assert.ok(response.runs.length >= 1);
+    for (const run of response.runs) {
+      if (!run.error) assert.equal(run.output_rows, response.expected_rows, run.requested);
+    }
+    timings[`render_ms_${strategy}`] = renderMs;
+    timings[`generate_ms_${strategy}`] = response.generate_ms;
+    timings[`join_ms_${strategy}`] = Object.fromEntries(
+      response.runs.filter((r) => !r.error).map((r) => [r.requested, r.elapsed_ms]),
+    );
+  }
+  writeFileSync(join(out, "timings.json"), JSON.stringify(timings, null, 2) + "\n");
+  console.log(`timings: ${JSON.stringify(timings)}`);
+});
+
+test("the page made no request outside its own origin and logged no error", () => {
+  const foreign = requests.filter((url) => !url.startsWith(origin));
+  assert.deepEqual(foreign, []);
+  assert.ok(requests.some((url) => url.endsWith(".wasm")));
+  assert.deepEqual(problems, []);
+});

@@ -1,0 +1,222 @@
+// The page: reads the controls, asks the WebAssembly module to generate the data and run the
+// strategies, and draws each run's per-partition load with Chart.js (loaded as a global from
+// vendor/, so the page makes no request outside its own origin).
+//
+// Every figure shown is also in <pre id="metrics-json"> and in data attributes on each run's card
+// (data-strategy, data-output-rows, data-checksum), which the end-to-end test reads.
+
+import init, { strategies, join_types, run } from "./pkg/skewjoin_wasm_demo.js";
+
+const $ = (id) => document.getElementById(id);
+const form = $("controls");
+const button = $("run");
+const status = $("status");
+const results = $("results");
+const metricsJson = $("metrics-json");
+let charts = [];
+
+const nf = new Intl.NumberFormat("en-US");
+const fixed2 = (x) => x.toFixed(2);
+
+function setStatus(text, isError = false) {
+  status.textContent = text;
+  status.classList.toggle("error", isError);
+}
+
+function option(select, value, text) {
+  const element = document.createElement("option");
+  element.value = value;
+  element.textContent = text;
+  select.append(element);
+}
+
+// The request the controls describe, in the module's DemoRequest shape.
+function readRequest() {
+  const number = (id) => Number($(id).value);
+  const strategy = $("strategy").value;
+  return {
+    left_rows: number("left_rows"),
+    right_rows: number("right_rows"),
+    keys: number("keys"),
+    left_skew: number("left_skew"),
+    right_skew: number("right_skew"),
+    independent: $("hot_keys").value === "independent",
+    noise: number("noise"),
+    seed: number("seed"),
+    partitions: number("partitions"),
+    how: $("how").value,
+    strategies: strategy === "all" ? [] : [strategy],
+  };
+}
+
+// The same run on the command line, so a visitor can check a figure natively.
+function describeCli(request) {
+  const strategy = request.strategies.length === 1 ? request.strategies[0] : "shuffle";
+  const gen = [
+    "skewjoin gen --out data",
+    `--left-rows ${request.left_rows} --right-rows ${request.right_rows}`,
+    `--keys ${request.keys} --left-skew ${request.left_skew} --right-skew ${request.right_skew}`,
+    request.independent ? "--independent" : "",
+    `--noise ${request.noise} --seed ${request.seed}`,
+  ].filter(Boolean).join(" ");
+  const join = `skewjoin join data/left.parquet data/right.parquet --on key --how ${request.how}` +
+    ` --strategy ${strategy} -w ${request.partitions} -p ${request.partitions} --metrics metrics.json`;
+  return `${gen} && ${join}`;
+}
+
+function element(tag, attributes = {}, text) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function figures(list) {
+  const dl = element("dl");
+  for (const [term, value, className] of list) {
+    const pair = element("div");
+    pair.append(element("dt", {}, term), element("dd", className ? { class: className } : {}, value));
+    dl.append(pair);
+  }
+  return dl;
+}
+
+// What the planner decided beyond the strategy's name (a broadcast side, a grid, ranges...),
+// shown as the planner serialised it, so new strategies need nothing here.
+function planDetails(plan) {
+  const parts = Object.entries(plan)
+    .filter(([name]) => name !== "kind")
+    .map(([name, value]) => `${name.replaceAll("_", " ")}: ${typeof value === "object" ? JSON.stringify(value) : value}`);
+  return parts.join(", ");
+}
+
+// A bar per partition, the mean as a dashed line, the busiest partition in red.
+function barChart(canvas, title, values) {
+  const mean = values.reduce((a, b) => a + b, 0) / Math.max(values.length, 1);
+  const max = Math.max(...values, 0);
+  const ratio = mean > 0 ? max / mean : 1;
+  // Mark the busiest partition only where it stands out.
+  const colors = values.map((v) => (v === max && ratio >= 1.1 ? "#c8372d" : "#2f6fdb"));
+  return new Chart(canvas, {
+    data: {
+      labels: values.map((_, p) => String(p)),
+      datasets: [
+        { type: "bar", label: title, data: values, backgroundColor: colors, order: 2 },
+        {
+          type: "line", label: `mean ${nf.format(Math.round(mean))}`, data: values.map(() => mean),
+          borderColor: "#1d2330", borderDash: [6, 4], borderWidth: 1.5, pointRadius: 0, order: 1,
+        },
+      ],
+    },
+    options: {
+      animation: false,
+      maintainAspectRatio: false,
+      plugins: {
+        title: { display: true, text: `${title}: max/mean ${fixed2(ratio)}` },
+        legend: { display: true, labels: { boxWidth: 12 } },
+      },
+      scales: {
+        x: { title: { display: true, text: "partition" } },
+        y: { beginAtZero: true, ticks: { callback: (v) => nf.format(v) } },
+      },
+    },
+  });
+}
+
+function renderRun(run, expectedRows) {
+  const card = element("article", { class: "run", "data-strategy": run.requested });
+  if (run.error) {
+    card.classList.add("refused");
+    card.append(element("h2", {}, run.requested));
+    card.append(element("p", { class: "reason" }, `Not run: ${run.error}`));
+    return card;
+  }
+  card.dataset.outputRows = String(run.output_rows);
+  card.dataset.checksum = run.checksum;
+  card.dataset.perPartition = JSON.stringify(run.per_partition);
+  const details = planDetails(run.plan);
+  card.append(element("h2", {}, details ? `${run.strategy} (${details})` : run.strategy));
+  card.append(element("p", { class: "reason" }, run.strategy_reason));
+  const right = run.output_rows === expectedRows;
+  card.append(figures([
+    ["output rows", nf.format(run.output_rows), right ? "ok" : "wrong"],
+    ["exact answer", right ? "yes" : `no: expected ${nf.format(expectedRows)}`, right ? "ok" : "wrong"],
+    ["checksum", run.checksum, "mono"],
+    ["join time", `${run.elapsed_ms.toFixed(1)} ms`],
+    ["input max/mean", fixed2(run.input_imbalance)],
+    ["output max/mean", fixed2(run.output_imbalance)],
+    ["peak held max/mean", fixed2(run.peak_imbalance)],
+  ]));
+  const series = [
+    ["input records received", run.per_partition.map((p) => p.input_records)],
+    ["output rows produced", run.per_partition.map((p) => p.output_rows)],
+  ];
+  for (const [title, values] of series) {
+    const box = element("div", { class: "chart" });
+    const canvas = element("canvas", { role: "img", "aria-label": `${run.strategy}: ${title} per partition` });
+    box.append(canvas);
+    card.append(box);
+    charts.push(() => barChart(canvas, title, values));
+  }
+  return card;
+}
+
+const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
+
+async function runJoin(event) {
+  event?.preventDefault();
+  if (!form.reportValidity()) return;
+  const request = readRequest();
+  $("cli").textContent = describeCli(request);
+  button.disabled = true;
+  results.removeAttribute("data-render-ms");
+  setStatus("Generating the data and running the join…");
+  // Let the status paint before the (blocking) run.
+  await nextFrame();
+  const start = performance.now();
+  let response;
+  try {
+    response = JSON.parse(run(JSON.stringify(request)));
+  } catch (error) {
+    setStatus(`Error: ${error}`, true);
+    button.disabled = false;
+    return;
+  }
+  for (const chart of charts) if (chart.destroy) chart.destroy();
+  charts = [];
+  results.replaceChildren(...response.runs.map((r) => renderRun(r, response.expected_rows)));
+  charts = charts.map((make) => make());
+  metricsJson.textContent = JSON.stringify(response, null, 2);
+  await nextFrame();
+  const renderMs = performance.now() - start;
+  results.dataset.renderMs = renderMs.toFixed(1);
+  const ran = response.runs.filter((r) => !r.error);
+  const joinMs = ran.reduce((total, r) => total + r.elapsed_ms, 0);
+  setStatus(
+    `${nf.format(request.left_rows)} × ${nf.format(request.right_rows)} rows, ${request.how} join: ` +
+    `exact answer ${nf.format(response.expected_rows)} rows. Generated in ${response.generate_ms.toFixed(0)} ms, ` +
+    `${ran.length} ${ran.length === 1 ? "strategy" : "strategies"} joined in ${joinMs.toFixed(0)} ms, ` +
+    `rendered in ${renderMs.toFixed(0)} ms in all.`,
+  );
+  results.dataset.done = String(Number(results.dataset.done ?? 0) + 1);
+  button.disabled = false;
+}
+
+async function main() {
+  try {
+    await init();
+  } catch (error) {
+    setStatus(`Could not load the WebAssembly module: ${error}`, true);
+    return;
+  }
+  for (const how of JSON.parse(join_types())) option($("how"), how, how);
+  for (const name of JSON.parse(strategies())) option($("strategy"), name, name);
+  form.addEventListener("submit", runJoin);
+  button.disabled = false;
+  button.textContent = "Run";
+  document.body.dataset.ready = "true";
+  setStatus("Ready: choose the data and press Run.");
+  $("cli").textContent = describeCli(readRequest());
+}
+
+main();
