@@ -18,6 +18,7 @@ pub mod hash;
 pub mod join_type;
 pub mod kernel;
 pub mod key;
+pub mod key_stats;
 pub mod load;
 pub mod partition;
 pub mod partitioned_join;

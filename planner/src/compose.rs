@@ -16,13 +16,15 @@ use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
+use crate::am_join::{am_join, AmPlan};
 use crate::strategy::Resolved;
 
 /// The home partition of a record.
 pub type Home<K, V> = Rc<dyn Fn(&K, &V) -> u32>;
 
 /// Builds `resolved` over `left` and `right`, calling `logic(key, left, right, out)` for every
-/// output row.
+/// output row. Strategies planned from key statistics (AM-Join) take their plan in `plan`, made
+/// by a statistics run before this dataflow is built (see [`crate::exec`]).
 #[allow(clippy::too_many_arguments)]
 pub fn build_join<'s, T, K, L, R, D, F>(
     left: StreamVec<'s, T, (K, L)>,
@@ -31,6 +33,7 @@ pub fn build_join<'s, T, K, L, R, D, F>(
     how: JoinType,
     partitioning: Partitioning,
     homes: (Home<K, L>, Home<K, R>),
+    plan: Option<Rc<AmPlan<K>>>,
     loads: LoadRecorder,
     logic: F,
 ) -> StreamVec<'s, T, D>
@@ -72,6 +75,19 @@ where
                 ),
             };
             partitioned_join(left, right, how, partitioning, loads, logic)
+        }
+        Resolved::Am { .. } => {
+            let plan = plan.expect("AM-Join is built from a plan: run the key statistics first");
+            am_join(
+                left,
+                right,
+                how,
+                partitioning,
+                (home_left, home_right),
+                plan,
+                loads,
+                logic,
+            )
         }
     }
 }

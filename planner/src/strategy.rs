@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use skewjoin_operators::broadcast_join::check_broadcast;
 use skewjoin_operators::{JoinType, Side};
 
+use crate::am_join::AmParams;
+
 /// A strategy as named on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -17,11 +19,14 @@ pub enum Strategy {
     Shuffle,
     /// Broadcast the smaller side whose broadcast the join type allows.
     Broadcast,
+    /// AM-Join: count keys first, then shuffle cold keys, broadcast for keys hot on one side and
+    /// unravel keys hot on both into a grid of cells.
+    Am,
 }
 
 impl Strategy {
     /// Every strategy that runs a join itself (not `auto`).
-    pub const CONCRETE: [Strategy; 2] = [Strategy::Shuffle, Strategy::Broadcast];
+    pub const CONCRETE: [Strategy; 3] = [Strategy::Shuffle, Strategy::Broadcast, Strategy::Am];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -29,6 +34,7 @@ impl Strategy {
             Strategy::Auto => "auto",
             Strategy::Shuffle => "shuffle",
             Strategy::Broadcast => "broadcast",
+            Strategy::Am => "am",
         }
     }
 }
@@ -47,8 +53,9 @@ impl FromStr for Strategy {
             "auto" => Ok(Strategy::Auto),
             "shuffle" | "hash" => Ok(Strategy::Shuffle),
             "broadcast" => Ok(Strategy::Broadcast),
+            "am" | "am-join" => Ok(Strategy::Am),
             other => Err(format!(
-                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast"
+                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast, am"
             )),
         }
     }
@@ -65,6 +72,11 @@ pub enum Resolved {
         /// The side copied to every worker.
         side: Side,
     },
+    /// AM-Join with these parameters (its plan is made from key counts when it runs).
+    Am {
+        /// Thresholds, grid sizing, forced hot sets.
+        params: AmParams,
+    },
 }
 
 impl Resolved {
@@ -73,6 +85,7 @@ impl Resolved {
         match self {
             Resolved::Shuffle => "shuffle",
             Resolved::Broadcast { .. } => "broadcast",
+            Resolved::Am { .. } => "am",
         }
     }
 }
@@ -132,6 +145,12 @@ pub fn choose(strategy: Strategy, inputs: &PlanInputs) -> Result<Choice, String>
                 inputs.how
             )),
         },
+        Strategy::Am => Ok(Choice {
+            resolved: Resolved::Am {
+                params: AmParams::default(),
+            },
+            reason: "asked for".into(),
+        }),
         Strategy::Auto => Ok(choose_auto(inputs)),
     }
 }
@@ -193,7 +212,7 @@ mod tests {
     fn broadcast_of_a_full_join_is_an_error() {
         let error = choose(Strategy::Broadcast, &inputs(JoinType::Full, 10, 10)).unwrap_err();
         assert!(error.contains("--strategy shuffle"), "{error}");
-        for name in ["auto", "shuffle", "broadcast"] {
+        for name in ["auto", "shuffle", "broadcast", "am"] {
             assert_eq!(name.parse::<Strategy>().unwrap().name(), name);
         }
     }
