@@ -54,7 +54,7 @@ pub struct JoinArgs {
     /// Key columns of the right input, comma-separated.
     #[arg(long, value_delimiter = ',', requires = "left_on")]
     pub right_on: Vec<String>,
-    /// Strategy: auto, shuffle, broadcast.
+    /// Strategy: auto, shuffle, broadcast, am (AM-Join: key statistics first, then hot keys split).
     #[arg(long, short = 's', default_value = "auto")]
     pub strategy: String,
     #[command(flatten)]
