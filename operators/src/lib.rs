@@ -3,7 +3,8 @@
 //! Each strategy is an extension trait on streams of `(key, value)` pairs:
 //!
 //! - [`ShuffleJoin`]: hash-partition both inputs, join locally (the baseline);
-//! - [`BroadcastJoin`]: copy one input to every worker, leave the other in place.
+//! - [`BroadcastJoin`]: copy one input to every worker, leave the other in place;
+//! - [`TreeJoin`]: group by key, then split large entries round after round in a timely loop.
 //!
 //! Routing decides a *partition* `0..P`, and partition `p` lives on worker `p % W`
 //! ([`Partitioning`]); load is counted per partition into a [`LoadRecorder`]. The building
@@ -25,6 +26,7 @@ pub mod partitioned_join;
 pub mod reference;
 pub mod route;
 pub mod shuffle_join;
+pub mod tree_join;
 
 pub use broadcast_join::BroadcastJoin;
 pub use config::JoinConfig;
@@ -35,6 +37,7 @@ pub use load::{LoadRecorder, LoadReport, PartitionLoad};
 pub use partition::{Dest, Partitioning};
 pub use reference::JoinedRow;
 pub use shuffle_join::ShuffleJoin;
+pub use tree_join::TreeJoin;
 
 /// The README's Rust example, compiled and run as a doc test.
 #[cfg(doctest)]

@@ -37,9 +37,11 @@ use serde::{Deserialize, Serialize};
 use skewjoin_operators::key_stats::{HotThresholds, KeyCount};
 use skewjoin_operators::partitioned_join::partitioned_join;
 use skewjoin_operators::route::{by_key_hash, route, route_copies, Route};
+use skewjoin_operators::tree_join::{tree_join, TreeParams, TreeRounds};
 use skewjoin_operators::{JoinKey, JoinType, LoadRecorder, Partitioning, Side};
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::vec::Map;
 use timely::dataflow::operators::Concat;
 use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
@@ -361,6 +363,40 @@ fn main_route(class: Class, side: Side, how: JoinType) -> Option<Route> {
     }
 }
 
+/// The cell copies of a record of `side`: `(partition, (key, cell))` for each cell of the row (a
+/// left record) or column (a right record) it picks. Rows and columns are picked round-robin per
+/// key, starting at the worker's index: even, and deterministic for a given input order.
+fn grid_copies<K: JoinKey>(
+    plan: Rc<AmPlan<K>>,
+    side: Side,
+    worker: usize,
+) -> impl FnMut(&K, &mut Vec<(u32, (K, u32))>) + 'static {
+    let mut next = vec![worker as u64; plan.grids.len()];
+    move |key, copies| {
+        if let Some(Class::Both(index)) = plan.class(key) {
+            let grid = &plan.grids[index as usize];
+            let counter = &mut next[index as usize];
+            *counter += 1;
+            match side {
+                Side::Left => {
+                    let row = (*counter % grid.rows as u64) as u32;
+                    for col in 0..grid.cols {
+                        let cell = row * grid.cols + col;
+                        copies.push((grid.cells[cell as usize], (key.clone(), cell)));
+                    }
+                }
+                Side::Right => {
+                    let col = (*counter % grid.cols as u64) as u32;
+                    for row in 0..grid.rows {
+                        let cell = row * grid.cols + col;
+                        copies.push((grid.cells[cell as usize], (key.clone(), cell)));
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// True when a record of `side` in `class` is matched for sure and emitted where it is read:
 /// the semi side of a semi join, for keys hot in both or hot on the other side only.
 fn emitted_at_source(class: Option<Class>, side: Side, how: JoinType) -> bool {
@@ -373,7 +409,9 @@ fn emitted_at_source(class: Option<Class>, side: Side, how: JoinType) -> bool {
 }
 
 /// Builds AM-Join over `left` and `right` with the decisions of `plan` (identical on every
-/// worker), calling `logic(key, left, right, out)` once per output row.
+/// worker), calling `logic(key, left, right, out)` once per output row. With `tree`, the grid's
+/// cells go through Tree-Join rounds (cells larger than a leaf are split further, counting rounds
+/// into the [`TreeRounds`]); without, each cell is joined in one round.
 #[allow(clippy::too_many_arguments)]
 pub fn am_join<'s, T, K, L, R, D, F>(
     left: StreamVec<'s, T, (K, L)>,
@@ -382,6 +420,7 @@ pub fn am_join<'s, T, K, L, R, D, F>(
     partitioning: Partitioning,
     homes: (Home<K, L>, Home<K, R>),
     plan: Rc<AmPlan<K>>,
+    tree: Option<(TreeParams, TreeRounds)>,
     loads: LoadRecorder,
     logic: F,
 ) -> StreamVec<'s, T, D>
@@ -436,54 +475,75 @@ where
         move |key, l, r, out| (shared.borrow_mut())(key, l, r, out),
     );
 
-    // Hot in both: the grid of cells, joined as inner joins.
+    // Hot in both: the grid of cells, joined as inner joins, in one round or with Tree-Join
+    // rounds for cells still larger than a leaf.
     if how.emits_pairs() && !plan.grids.is_empty() {
-        let grid_left = {
-            let plan = Rc::clone(&plan);
-            let mut next = vec![worker as u64; plan.grids.len()];
-            route_copies(left.clone(), "AmGridLeft", move |key: &K, _: &L, copies| {
-                if let Some(Class::Both(index)) = plan.class(key) {
-                    let grid = &plan.grids[index as usize];
-                    // Round-robin over rows, per key: even rows, and deterministic.
-                    let counter = &mut next[index as usize];
-                    let row = (*counter % grid.rows as u64) as u32;
-                    *counter += 1;
-                    for col in 0..grid.cols {
-                        let cell = row * grid.cols + col;
-                        copies.push((grid.cells[cell as usize], (key.clone(), cell)));
-                    }
-                }
-            })
-        };
-        let grid_right = {
-            let plan = Rc::clone(&plan);
-            let mut next = vec![worker as u64; plan.grids.len()];
-            route_copies(
-                right.clone(),
-                "AmGridRight",
-                move |key: &K, _: &R, copies| {
-                    if let Some(Class::Both(index)) = plan.class(key) {
-                        let grid = &plan.grids[index as usize];
-                        let counter = &mut next[index as usize];
-                        let col = (*counter % grid.cols as u64) as u32;
-                        *counter += 1;
-                        for row in 0..grid.rows {
-                            let cell = row * grid.cols + col;
-                            copies.push((grid.cells[cell as usize], (key.clone(), cell)));
-                        }
-                    }
-                },
-            )
-        };
         let shared = Rc::clone(&logic);
-        let cells = partitioned_join(
-            grid_left,
-            grid_right,
-            JoinType::Inner,
-            partitioning,
-            loads.clone(),
-            move |cell_key: &(K, u32), l, r, out| (shared.borrow_mut())(&cell_key.0, l, r, out),
-        );
+        let cell_logic =
+            move |cell_key: &(K, u32), l: Option<&L>, r: Option<&R>, out: &mut Vec<D>| {
+                (shared.borrow_mut())(&cell_key.0, l, r, out)
+            };
+        let cells = match tree {
+            None => {
+                let mut copy_left = grid_copies(Rc::clone(&plan), Side::Left, worker);
+                let grid_left =
+                    route_copies(left.clone(), "AmGridLeft", move |key: &K, _: &L, copies| {
+                        copy_left(key, copies)
+                    });
+                let mut copy_right = grid_copies(Rc::clone(&plan), Side::Right, worker);
+                let grid_right = route_copies(
+                    right.clone(),
+                    "AmGridRight",
+                    move |key: &K, _: &R, copies| copy_right(key, copies),
+                );
+                partitioned_join(
+                    grid_left,
+                    grid_right,
+                    JoinType::Inner,
+                    partitioning,
+                    loads.clone(),
+                    cell_logic,
+                )
+            }
+            Some((params, rounds)) => {
+                let mut copy_left = grid_copies(Rc::clone(&plan), Side::Left, worker);
+                let mut copies = Vec::new();
+                let grid_left = left.clone().flat_map(move |(key, value): (K, L)| {
+                    copy_left(&key, &mut copies);
+                    copies
+                        .drain(..)
+                        .map(|(_, cell_key)| (cell_key, value.clone()))
+                        .collect::<Vec<_>>()
+                });
+                let mut copy_right = grid_copies(Rc::clone(&plan), Side::Right, worker);
+                let mut copies = Vec::new();
+                let grid_right = right.clone().flat_map(move |(key, value): (K, R)| {
+                    copy_right(&key, &mut copies);
+                    copies
+                        .drain(..)
+                        .map(|(_, cell_key)| (cell_key, value.clone()))
+                        .collect::<Vec<_>>()
+                });
+                let placed = Rc::clone(&plan);
+                let place = move |cell_key: &(K, u32)| match placed.class(&cell_key.0) {
+                    Some(Class::Both(index)) => {
+                        Some(placed.grids[index as usize].cells[cell_key.1 as usize])
+                    }
+                    _ => None,
+                };
+                tree_join(
+                    grid_left,
+                    grid_right,
+                    JoinType::Inner,
+                    partitioning,
+                    params,
+                    place,
+                    loads.clone(),
+                    rounds,
+                    cell_logic,
+                )
+            }
+        };
         output = output.concat(cells);
     }
 

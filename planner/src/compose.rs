@@ -11,6 +11,7 @@ use std::rc::Rc;
 use skewjoin_operators::broadcast_join::broadcast_all;
 use skewjoin_operators::partitioned_join::partitioned_join;
 use skewjoin_operators::route::{by_key_hash, route, Route};
+use skewjoin_operators::tree_join::{tree_join, TreeRounds};
 use skewjoin_operators::{JoinKey, JoinType, LoadRecorder, Partitioning, Side};
 use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
@@ -85,10 +86,37 @@ where
                 partitioning,
                 (home_left, home_right),
                 plan,
+                None,
                 loads,
                 logic,
             )
         }
+        Resolved::Tree { tree, .. } => {
+            let plan =
+                plan.expect("Tree-Join's grid is built from a plan: run the key statistics first");
+            am_join(
+                left,
+                right,
+                how,
+                partitioning,
+                (home_left, home_right),
+                plan,
+                Some((tree, TreeRounds::new())),
+                loads,
+                logic,
+            )
+        }
+        Resolved::TreeBasic { tree } => tree_join(
+            left,
+            right,
+            how,
+            partitioning,
+            tree,
+            |_: &K| None,
+            loads,
+            TreeRounds::new(),
+            logic,
+        ),
     }
 }
 

@@ -106,15 +106,15 @@ where
         let probe = ProbeHandle::new();
         let left_rows = job.left.len() as u64;
         let right_rows = job.right.len() as u64;
-        let plan = match job.resolved {
-            Resolved::Am { params } => Some(Rc::new(AmPlan::new(
+        let plan = match job.resolved.needs_key_stats() {
+            Some(params) => Some(Rc::new(AmPlan::new(
                 key_statistics(worker, &job, &partitioning, &params),
                 &params,
                 &partitioning,
                 left_rows,
                 right_rows,
             ))),
-            _ => None,
+            None => None,
         };
         if let Some(plan) = &plan {
             *am_summary.borrow_mut() = Some(plan.summary().clone());

@@ -5,6 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use skewjoin_operators::broadcast_join::check_broadcast;
+use skewjoin_operators::tree_join::TreeParams;
 use skewjoin_operators::{JoinType, Side};
 
 use crate::am_join::AmParams;
@@ -22,11 +23,22 @@ pub enum Strategy {
     /// AM-Join: count keys first, then shuffle cold keys, broadcast for keys hot on one side and
     /// unravel keys hot on both into a grid of cells.
     Am,
+    /// Load-balanced Tree-Join inside AM-Join: keys hot on both sides unravelled into a grid,
+    /// cells still larger than a leaf split further round after round.
+    Tree,
+    /// Basic Tree-Join for every key: group by key, split large entries round after round.
+    TreeBasic,
 }
 
 impl Strategy {
     /// Every strategy that runs a join itself (not `auto`).
-    pub const CONCRETE: [Strategy; 3] = [Strategy::Shuffle, Strategy::Broadcast, Strategy::Am];
+    pub const CONCRETE: [Strategy; 5] = [
+        Strategy::Shuffle,
+        Strategy::Broadcast,
+        Strategy::Am,
+        Strategy::Tree,
+        Strategy::TreeBasic,
+    ];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -35,6 +47,8 @@ impl Strategy {
             Strategy::Shuffle => "shuffle",
             Strategy::Broadcast => "broadcast",
             Strategy::Am => "am",
+            Strategy::Tree => "tree",
+            Strategy::TreeBasic => "tree-basic",
         }
     }
 }
@@ -54,8 +68,10 @@ impl FromStr for Strategy {
             "shuffle" | "hash" => Ok(Strategy::Shuffle),
             "broadcast" => Ok(Strategy::Broadcast),
             "am" | "am-join" => Ok(Strategy::Am),
+            "tree" | "tree-join" => Ok(Strategy::Tree),
+            "tree-basic" => Ok(Strategy::TreeBasic),
             other => Err(format!(
-                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast, am"
+                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast, am, tree, tree-basic"
             )),
         }
     }
@@ -77,6 +93,18 @@ pub enum Resolved {
         /// Thresholds, grid sizing, forced hot sets.
         params: AmParams,
     },
+    /// AM-Join whose grid cells go through Tree-Join rounds.
+    Tree {
+        /// AM-Join's parameters.
+        params: AmParams,
+        /// Leaf size and fan-out.
+        tree: TreeParams,
+    },
+    /// Basic Tree-Join over all keys.
+    TreeBasic {
+        /// Leaf size and fan-out.
+        tree: TreeParams,
+    },
 }
 
 impl Resolved {
@@ -86,6 +114,17 @@ impl Resolved {
             Resolved::Shuffle => "shuffle",
             Resolved::Broadcast { .. } => "broadcast",
             Resolved::Am { .. } => "am",
+            Resolved::Tree { .. } => "tree",
+            Resolved::TreeBasic { .. } => "tree-basic",
+        }
+    }
+
+    /// AM-Join's parameters when the strategy is planned from key statistics, counted in a
+    /// first phase; `None` for strategies that need none.
+    pub fn needs_key_stats(&self) -> Option<AmParams> {
+        match self {
+            Resolved::Am { params } | Resolved::Tree { params, .. } => Some(*params),
+            _ => None,
         }
     }
 }
@@ -151,6 +190,19 @@ pub fn choose(strategy: Strategy, inputs: &PlanInputs) -> Result<Choice, String>
             },
             reason: "asked for".into(),
         }),
+        Strategy::Tree => Ok(Choice {
+            resolved: Resolved::Tree {
+                params: AmParams::default(),
+                tree: TreeParams::default(),
+            },
+            reason: "asked for".into(),
+        }),
+        Strategy::TreeBasic => Ok(Choice {
+            resolved: Resolved::TreeBasic {
+                tree: TreeParams::default(),
+            },
+            reason: "asked for".into(),
+        }),
         Strategy::Auto => Ok(choose_auto(inputs)),
     }
 }
@@ -212,7 +264,7 @@ mod tests {
     fn broadcast_of_a_full_join_is_an_error() {
         let error = choose(Strategy::Broadcast, &inputs(JoinType::Full, 10, 10)).unwrap_err();
         assert!(error.contains("--strategy shuffle"), "{error}");
-        for name in ["auto", "shuffle", "broadcast", "am"] {
+        for name in ["auto", "shuffle", "broadcast", "am", "tree", "tree-basic"] {
             assert_eq!(name.parse::<Strategy>().unwrap().name(), name);
         }
     }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use skewjoin_operators::tree_join::TreeParams;
 use skewjoin_operators::{JoinType, LoadReport};
 use skewjoin_planner::am_join::AmParams;
 use skewjoin_planner::datagen::{generate, GenSpec};
@@ -50,6 +51,25 @@ fn am_default() -> Resolved {
     }
 }
 
+fn tree() -> Resolved {
+    Resolved::Tree {
+        params: AmParams::default(),
+        tree: TreeParams {
+            leaf: 256,
+            fanout: 2,
+        },
+    }
+}
+
+fn tree_basic() -> Resolved {
+    Resolved::TreeBasic {
+        tree: TreeParams {
+            leaf: 256,
+            fanout: 2,
+        },
+    }
+}
+
 #[test]
 fn one_key_hot_on_both_sides_is_spread_over_every_partition() {
     let left = vec![5i64; 2000];
@@ -62,18 +82,26 @@ fn one_key_hot_on_both_sides_is_spread_over_every_partition() {
             "{}",
             shuffle.output_imbalance()
         );
-        let (rows, am) = run(&left, &right, how, am_default(), 8, 2);
-        assert_eq!(rows, 4_000_000, "{how}");
-        assert_eq!(am.total_output(), 4_000_000);
+        for resolved in [am_default(), tree()] {
+            let (rows, am) = run(&left, &right, how, resolved, 8, 2);
+            assert_eq!(rows, 4_000_000, "{how} {resolved:?}");
+            assert_eq!(am.total_output(), 4_000_000);
+            let (output, input) = (am.output_imbalance(), am.input_imbalance());
+            assert!(output <= 1.3, "{how} {resolved:?}: {output}");
+            assert!(input <= 1.3, "{how} {resolved:?}: {input}");
+        }
+        // Basic Tree-Join splits the key's block over the partitions by hash, not by plan:
+        // every pair once, spread, though less evenly.
+        let (rows, basic) = run(&left, &right, how, tree_basic(), 8, 2);
+        assert_eq!(rows, 4_000_000);
         assert!(
-            am.output_imbalance() <= 1.3,
-            "{how}: {}",
-            am.output_imbalance()
+            basic.output_imbalance() < 4.0,
+            "{}",
+            basic.output_imbalance()
         );
-        assert!(
-            am.input_imbalance() <= 1.3,
-            "{how}: {}",
-            am.input_imbalance()
+        eprintln!(
+            "{how}: tree-basic output max/mean {:.2}",
+            basic.output_imbalance()
         );
     }
     // Semi joins emit each record once, where it is read: no partition gets them all either.
@@ -133,6 +161,26 @@ fn zipf_output_and_input_are_balanced() {
             am.input_imbalance() <= 1.3,
             "P={partitions}: {}",
             am.input_imbalance()
+        );
+        // The grid's cells split further by Tree-Join rounds stay balanced.
+        let (rows, tree) = run(
+            &data.left.key,
+            &data.right.key,
+            JoinType::Inner,
+            tree(),
+            partitions,
+            2,
+        );
+        assert_eq!(rows, counts.inner);
+        eprintln!(
+            "P={partitions}: tree out {:.2} in {:.2}",
+            tree.output_imbalance(),
+            tree.input_imbalance()
+        );
+        assert!(
+            tree.output_imbalance() <= 1.3,
+            "{}",
+            tree.output_imbalance()
         );
         // Outer joins count the same rows through the same classes.
         let (rows, _) = run(

@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 use skewjoin_operators::key_stats::HotThresholds;
 use skewjoin_operators::reference::nested_loop_join;
+use skewjoin_operators::tree_join::TreeParams;
 use skewjoin_operators::{JoinType, Key, Side};
 use skewjoin_planner::am_join::{AmParams, HotChoice};
 use skewjoin_planner::exec::join_in_memory;
@@ -26,6 +27,14 @@ fn strategies(how: JoinType) -> Vec<Resolved> {
     });
     all.push(Resolved::Am {
         params: AmParams::forced(HotChoice::EveryKey),
+    });
+    // Tree-Join with tiny leaves, so that entries split over several rounds: basic, and inside
+    // AM-Join's grid with every key hot on both sides.
+    let tiny = TreeParams { leaf: 2, fanout: 2 };
+    all.push(Resolved::TreeBasic { tree: tiny });
+    all.push(Resolved::Tree {
+        params: AmParams::forced(HotChoice::EveryKey),
+        tree: tiny,
     });
     all
 }
