@@ -89,9 +89,9 @@ pub struct AmParams {
 impl Default for AmParams {
     fn default() -> Self {
         AmParams {
-            hot_per_mille: (HotThresholds::DEFAULT_FRACTION * 1000.0) as u32,
+            hot_per_mille: (HotThresholds::DEFAULT_FRACTION * 1000.0).round() as u32,
             thresholds: None,
-            cells_per_partition: 2,
+            cells_per_partition: 4,
             max_cells: 0,
             hot: HotChoice::Detect,
         }
@@ -314,29 +314,43 @@ pub fn grid_shape(l: u64, r: u64, cells: u64) -> (u32, u32) {
     (best.0 as u32, best.1 as u32)
 }
 
-/// Places every cell of every grid, largest first, on the least-loaded partition so far. Load of
-/// a cell: its output plus its input records. Cold keys and one-side-hot keys spread evenly, so
-/// they are left out of the packing.
+/// Places every cell of every grid, largest first, where it least raises the larger of the
+/// partition's two shares: of the grids' output and of their input records. Output alone would
+/// dominate (it is the product of the counts) and leave the input uneven; both are balanced.
+/// Cold keys and one-side-hot keys spread evenly, so they are left out of the packing.
 fn place_cells(grids: &mut [Grid], partitions: usize) {
-    let mut cells: Vec<(u64, usize, usize)> = Vec::new();
+    let mut cells: Vec<(u64, u64, usize, usize)> = Vec::new();
     for (index, grid) in grids.iter_mut().enumerate() {
         let count = (grid.rows * grid.cols) as usize;
         grid.cells = vec![0; count];
         let l = grid.left.div_ceil(grid.rows as u64);
         let r = grid.right.div_ceil(grid.cols as u64);
         for cell in 0..count {
-            cells.push((l * r + l + r, index, cell));
+            cells.push((l * r, l + r, index, cell));
         }
     }
-    cells.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-    let mut load = vec![0u64; partitions];
-    for (weight, index, cell) in cells {
-        let (partition, _) = load
-            .iter()
-            .enumerate()
-            .min_by_key(|(p, l)| (**l, *p))
+    let total_out = cells.iter().map(|c| c.0).sum::<u64>().max(1) as f64;
+    let total_in = cells.iter().map(|c| c.1).sum::<u64>().max(1) as f64;
+    let weight = |c: &(u64, u64, usize, usize)| c.0 as f64 / total_out + c.1 as f64 / total_in;
+    cells.sort_by(|a, b| {
+        weight(b)
+            .total_cmp(&weight(a))
+            .then(a.2.cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+    });
+    let mut out = vec![0u64; partitions];
+    let mut input = vec![0u64; partitions];
+    for (cell_out, cell_in, index, cell) in cells {
+        let cost = |p: usize| {
+            let o = (out[p] + cell_out) as f64 / total_out;
+            let i = (input[p] + cell_in) as f64 / total_in;
+            o.max(i)
+        };
+        let partition = (0..partitions)
+            .min_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(a.cmp(&b)))
             .expect("at least one partition");
-        load[partition] += weight;
+        out[partition] += cell_out;
+        input[partition] += cell_in;
         grids[index].cells[cell] = partition as u32;
     }
 }

@@ -119,6 +119,41 @@ impl Resolved {
         }
     }
 
+    /// The same strategy with AM-Join's hot threshold (thousandths of a partition's share of a
+    /// side) and Tree-Join's leaf size and fan-out replaced where given; strategies without
+    /// those settings are returned unchanged.
+    pub fn tuned(
+        self,
+        hot_per_mille: Option<u32>,
+        leaf: Option<u32>,
+        fanout: Option<u32>,
+    ) -> Resolved {
+        let tune_am = |mut params: AmParams| {
+            if let Some(per_mille) = hot_per_mille {
+                params.hot_per_mille = per_mille;
+            }
+            params
+        };
+        let tune_tree = |mut tree: TreeParams| {
+            tree.leaf = leaf.unwrap_or(tree.leaf).max(1);
+            tree.fanout = fanout.unwrap_or(tree.fanout).max(2);
+            tree
+        };
+        match self {
+            Resolved::Am { params } => Resolved::Am {
+                params: tune_am(params),
+            },
+            Resolved::Tree { params, tree } => Resolved::Tree {
+                params: tune_am(params),
+                tree: tune_tree(tree),
+            },
+            Resolved::TreeBasic { tree } => Resolved::TreeBasic {
+                tree: tune_tree(tree),
+            },
+            other => other,
+        }
+    }
+
     /// AM-Join's parameters when the strategy is planned from key statistics, counted in a
     /// first phase; `None` for strategies that need none.
     pub fn needs_key_stats(&self) -> Option<AmParams> {

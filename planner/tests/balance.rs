@@ -152,13 +152,14 @@ fn zipf_output_and_input_are_balanced() {
             "{}",
             shuffle.output_imbalance()
         );
+        // The target: both within 1.2.
         assert!(
-            am.output_imbalance() <= 1.3,
+            am.output_imbalance() <= 1.2,
             "P={partitions}: {}",
             am.output_imbalance()
         );
         assert!(
-            am.input_imbalance() <= 1.3,
+            am.input_imbalance() <= 1.2,
             "P={partitions}: {}",
             am.input_imbalance()
         );

@@ -54,7 +54,9 @@ pub struct JoinArgs {
     /// Key columns of the right input, comma-separated.
     #[arg(long, value_delimiter = ',', requires = "left_on")]
     pub right_on: Vec<String>,
-    /// Strategy: auto, shuffle, broadcast, am (AM-Join: key statistics first, then hot keys split).
+    /// Strategy: auto, shuffle, broadcast, am (AM-Join: key statistics first, then hot keys
+    /// split over a grid of cells), tree (AM-Join whose cells are split further by Tree-Join
+    /// rounds), tree-basic (Tree-Join for every key).
     #[arg(long, short = 's', default_value = "auto")]
     pub strategy: String,
     #[command(flatten)]
@@ -75,6 +77,18 @@ pub struct JoinArgs {
     /// The most rows `auto` will copy to every worker.
     #[arg(long, default_value_t = 1_000_000)]
     pub broadcast_limit: u64,
+    /// AM-Join and tree: a key is hot on a side above this many thousandths of one partition's
+    /// share of that side's rows (default 20).
+    #[arg(long)]
+    pub hot_per_mille: Option<u32>,
+    /// Tree-Join (tree, tree-basic): leaf size c, the most records of each side a leaf holds
+    /// (default 1024).
+    #[arg(long)]
+    pub leaf: Option<u32>,
+    /// Tree-Join (tree, tree-basic): fan-out f, the sub-lists a large list is cut into per
+    /// round (default 4).
+    #[arg(long)]
+    pub fanout: Option<u32>,
     /// Print nothing but errors.
     #[arg(long, short = 'q')]
     pub quiet: bool,

@@ -147,7 +147,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
     let read_seconds = read_start.elapsed().as_secs_f64();
 
     let rows = (left.keys.len() as u64, right.keys.len() as u64);
-    let choice = choose(
+    let mut choice = choose(
         strategy,
         &PlanInputs {
             how,
@@ -158,6 +158,9 @@ pub fn join(args: JoinArgs) -> Result<()> {
         },
     )
     .map_err(Error::Usage)?;
+    choice.resolved = choice
+        .resolved
+        .tuned(args.hot_per_mille, args.leaf, args.fanout);
 
     let output = match (&args.output, output_format) {
         (Some(path), Some(format)) => {
