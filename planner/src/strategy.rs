@@ -6,7 +6,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use skewjoin_operators::broadcast_join::check_broadcast;
 use skewjoin_operators::tree_join::TreeParams;
-use skewjoin_operators::{JoinType, Side};
+use skewjoin_operators::{JoinKey, JoinType, Side};
 
 use crate::am_join::AmParams;
 
@@ -242,6 +242,57 @@ pub fn choose(strategy: Strategy, inputs: &PlanInputs) -> Result<Choice, String>
     }
 }
 
+/// Why `auto` should run AM-Join instead of Shuffle-Join on these keys, or `None` when hash
+/// partitioning is fine: some key alone would give its hash partition more than half a fair
+/// share of the output (its `n_L x n_R` pairs against `OUT / P`) or of one side's input. Exact
+/// counts over the keys, one pass each side.
+pub fn skew_reason<K: JoinKey>(left: &[K], right: &[K], partitions: usize) -> Option<String> {
+    fn count<K: JoinKey>(keys: &[K]) -> rustc_hash::FxHashMap<&K, u64> {
+        let mut counts: rustc_hash::FxHashMap<&K, u64> = Default::default();
+        for key in keys.iter().filter(|k| !k.is_null()) {
+            *counts.entry(key).or_insert(0) += 1;
+        }
+        counts
+    }
+    let (lc, rc) = (count(left), count(right));
+    let partitions = partitions.max(1) as f64;
+    let output: f64 = lc
+        .iter()
+        .filter_map(|(k, l)| rc.get(k).map(|r| (*l * *r) as f64))
+        .sum();
+    let fair_output = output / partitions;
+    let (fair_left, fair_right) = (
+        left.len() as f64 / partitions,
+        right.len() as f64 / partitions,
+    );
+    let mut worst: Option<(f64, String)> = None;
+    for (key, &l) in &lc {
+        let r = rc.get(key).copied().unwrap_or(0);
+        let shares = [
+            ((l * r) as f64 / fair_output.max(1.0), "output"),
+            (l as f64 / fair_left.max(1.0), "left input"),
+        ];
+        for (share, what) in shares {
+            if share > 0.5 && worst.as_ref().is_none_or(|w| share > w.0) {
+                worst = Some((
+                    share,
+                    format!("key {key:?} alone is {share:.1} fair shares of the {what}"),
+                ));
+            }
+        }
+    }
+    for (key, &r) in &rc {
+        let share = r as f64 / fair_right.max(1.0);
+        if share > 0.5 && worst.as_ref().is_none_or(|w| share > w.0) {
+            worst = Some((
+                share,
+                format!("key {key:?} alone is {share:.1} fair shares of the right input"),
+            ));
+        }
+    }
+    worst.map(|(_, reason)| reason)
+}
+
 /// Broadcast when the copied side is small in absolute terms (within the limit) and copying it
 /// to every worker moves fewer records than shuffling both sides would; otherwise shuffle.
 fn choose_auto(inputs: &PlanInputs) -> Choice {
@@ -293,6 +344,16 @@ mod tests {
         assert_eq!(choice.resolved, Resolved::Shuffle);
         let choice = choose(Strategy::Auto, &inputs(JoinType::Inner, 1000, 1000)).unwrap();
         assert_eq!(choice.resolved, Resolved::Shuffle);
+    }
+
+    #[test]
+    fn skew_is_seen_in_the_counts() {
+        let uniform: Vec<u64> = (0..1000).collect();
+        assert_eq!(skew_reason(&uniform, &uniform, 8), None);
+        let mut hot = uniform.clone();
+        hot.extend([7u64; 200]);
+        let reason = skew_reason(&hot, &hot, 8).unwrap();
+        assert!(reason.contains("key 7"), "{reason}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use skewjoin_operators::{JoinType, Side};
 use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
+use skewjoin_planner::strategy::skew_reason;
 use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy};
 
 use crate::cli::{DemoArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
@@ -158,6 +159,14 @@ pub fn join(args: JoinArgs) -> Result<()> {
         },
     )
     .map_err(Error::Usage)?;
+    // auto: with a hash partitioning made uneven by a hot key, AM-Join instead of Shuffle-Join.
+    if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
+        if let Some(reason) = skew_reason(&left.keys, &right.keys, partitions) {
+            choice = choose(Strategy::Am, &PlanInputs { how, left_rows: rows.0, right_rows: rows.1, workers, broadcast_limit: args.broadcast_limit })
+                .map_err(Error::Usage)?;
+            choice.reason = format!("the key counts show skew: {reason}");
+        }
+    }
     choice.resolved = choice
         .resolved
         .tuned(args.hot_per_mille, args.leaf, args.fanout);
