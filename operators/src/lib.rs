@@ -9,6 +9,7 @@
 //!   [`ddr_join`] are the published baselines it is measured against;
 //! - VPRP's building blocks: [`sample`] (per-worker key samples) and [`range_pact`] (routing by
 //!   sorted key ranges, also as a `DistributorPact`).
+//! - [`TreeJoin`]: group by key, then split large entries round after round in a timely loop.
 //!
 //! Routing decides a *partition* `0..P`, and partition `p` lives on worker `p % W`
 //! ([`Partitioning`]); load is counted per partition into a [`LoadRecorder`]. The building
@@ -26,6 +27,7 @@ pub mod ib_join;
 pub mod join_type;
 pub mod kernel;
 pub mod key;
+pub mod key_stats;
 pub mod load;
 pub mod partition;
 pub mod partitioned_join;
@@ -34,6 +36,7 @@ pub mod reference;
 pub mod route;
 pub mod sample;
 pub mod shuffle_join;
+pub mod tree_join;
 
 pub use broadcast_join::BroadcastJoin;
 pub use config::JoinConfig;
@@ -45,6 +48,7 @@ pub use load::{LoadRecorder, LoadReport, PartitionLoad, TrafficCounters};
 pub use partition::{Dest, Partitioning};
 pub use reference::JoinedRow;
 pub use shuffle_join::ShuffleJoin;
+pub use tree_join::TreeJoin;
 
 /// The README's Rust example, compiled and run as a doc test.
 #[cfg(doctest)]

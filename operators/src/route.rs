@@ -123,3 +123,37 @@ pub fn by_key_hash<K: JoinKey, V>(
         }
     }
 }
+
+/// Like [`route`], but a record may go to several partitions, each copy with its own key: `rule`
+/// pushes `(partition, key)` for every copy. This is how a hot key is unravelled into a grid of
+/// cells, each copy keyed by `(key, cell)` so copies meeting in one partition never pair across
+/// cells.
+pub fn route_copies<'s, T, K, V, K2, F>(
+    stream: StreamVec<'s, T, (K, V)>,
+    name: &str,
+    mut rule: F,
+) -> StreamVec<'s, T, Routed<K2, V>>
+where
+    T: Timestamp,
+    K: JoinKey,
+    K2: JoinKey,
+    V: ExchangeData + Clone,
+    F: FnMut(&K, &V, &mut Vec<(u32, K2)>) + 'static,
+{
+    stream.unary(Pipeline, name, move |_, _| {
+        let mut copies = Vec::new();
+        move |input, output| {
+            input.for_each_stamp(|cap, data| {
+                let mut session = output.session(&cap);
+                for batch in data {
+                    for (key, value) in batch.drain(..) {
+                        rule(&key, &value, &mut copies);
+                        for (partition, key) in copies.drain(..) {
+                            session.give((Dest::partition(partition), (key, value.clone())));
+                        }
+                    }
+                }
+            });
+        }
+    })
+}

@@ -14,6 +14,7 @@ use skewjoin_operators::partitioned_join::partitioned_join;
 use skewjoin_operators::range_pact::{plan_tables, route_by_ranges};
 use skewjoin_operators::route::{route, Route, Routed};
 use skewjoin_operators::sample::{sample_summaries, SampleConfig};
+use skewjoin_operators::tree_join::{tree_join, TreeRounds};
 use skewjoin_operators::{
     JoinConfig, JoinKey, JoinType, LoadRecorder, Partitioning, ShuffleJoin, Side,
 };
@@ -22,6 +23,7 @@ use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
+use crate::am_join::{am_join, AmPlan};
 use crate::strategy::{Resolved, VprpSettings};
 use crate::vprp::{plan_ranges, RangeParams, DEFAULT_THETA};
 
@@ -29,7 +31,8 @@ use crate::vprp::{plan_ranges, RangeParams, DEFAULT_THETA};
 pub type Home<K, V> = Rc<dyn Fn(&K, &V) -> u32>;
 
 /// Builds `resolved` over `left` and `right`, calling `logic(key, left, right, out)` for every
-/// output row.
+/// output row. Strategies planned from key statistics (AM-Join) take their plan in `plan`, made
+/// by a statistics run before this dataflow is built (see [`crate::exec`]).
 #[allow(clippy::too_many_arguments)]
 pub fn build_join<'s, T, K, L, R, D, F>(
     left: StreamVec<'s, T, (K, L)>,
@@ -38,6 +41,7 @@ pub fn build_join<'s, T, K, L, R, D, F>(
     how: JoinType,
     partitioning: Partitioning,
     homes: (Home<K, L>, Home<K, R>),
+    plan: Option<Rc<AmPlan<K>>>,
     loads: LoadRecorder,
     logic: F,
 ) -> StreamVec<'s, T, D>
@@ -121,6 +125,46 @@ where
                 logic,
             )
         }
+        Resolved::Am { .. } => {
+            let plan = plan.expect("AM-Join is built from a plan: run the key statistics first");
+            am_join(
+                left,
+                right,
+                how,
+                partitioning,
+                (home_left, home_right),
+                plan,
+                None,
+                loads,
+                logic,
+            )
+        }
+        Resolved::Tree { tree, .. } => {
+            let plan =
+                plan.expect("Tree-Join's grid is built from a plan: run the key statistics first");
+            am_join(
+                left,
+                right,
+                how,
+                partitioning,
+                (home_left, home_right),
+                plan,
+                Some((tree, TreeRounds::new())),
+                loads,
+                logic,
+            )
+        }
+        Resolved::TreeBasic { tree } => tree_join(
+            left,
+            right,
+            how,
+            partitioning,
+            tree,
+            |_: &K| None,
+            loads,
+            TreeRounds::new(),
+            logic,
+        ),
     }
 }
 

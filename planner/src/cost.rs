@@ -148,6 +148,8 @@ pub fn predict<K: JoinKey + Hash>(
         Resolved::Vprp(_) | Resolved::VprpT(_) => return None,
         // Not modelled yet: IB-Join and its baselines add a tracking step.
         Resolved::Ib { .. } | Resolved::Der { .. } | Resolved::Ddr { .. } => return None,
+        // Not modelled yet: AM-Join's grid placement and Tree-Join's rounds.
+        Resolved::Am { .. } | Resolved::Tree { .. } | Resolved::TreeBasic { .. } => return None,
         Resolved::Shuffle => {
             for key in &stats.keys {
                 let partition = partitioning.partition_of_hash(key.key.stable_hash()) as usize;

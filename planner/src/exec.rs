@@ -11,10 +11,14 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use skewjoin_operators::{JoinKey, JoinType, JoinedRow, LoadRecorder, LoadReport, Partitioning};
-use timely::dataflow::operators::{Input, Probe};
+use skewjoin_operators::key_stats::{hot_keys, KeyCount, KeyCounts};
+use skewjoin_operators::{
+    JoinKey, JoinType, JoinedRow, LoadRecorder, LoadReport, Partitioning, Side,
+};
+use timely::dataflow::operators::{Input, Inspect, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 
+use crate::am_join::{AmParams, AmPlan, AmSummary};
 use crate::compose::{build_join, Home};
 use crate::strategy::Resolved;
 
@@ -60,8 +64,10 @@ pub struct JobOutput<S> {
     pub loads: LoadReport,
     /// Each worker's sink summary, by worker index.
     pub summaries: Vec<S>,
-    /// Wall time from the start of the workers to the end of the join.
+    /// Wall time from the start of the workers to the end of the join (statistics included).
     pub elapsed: Duration,
+    /// What AM-Join's plan decided (`None` for other strategies).
+    pub am: Option<AmSummary>,
 }
 
 /// How many records a worker sends before it lets the dataflow run.
@@ -93,12 +99,26 @@ where
         let index = worker.index();
         let partitioning = Partitioning::new(job.partitions, worker.peers());
         let loads = LoadRecorder::new();
+        let am_summary: RefCell<Option<AmSummary>> = RefCell::new(None);
         let sink = Rc::new(RefCell::new(make_sink(index)));
         let mut left_input = InputHandle::new();
         let mut right_input = InputHandle::new();
         let probe = ProbeHandle::new();
         let left_rows = job.left.len() as u64;
         let right_rows = job.right.len() as u64;
+        let plan = match job.resolved.needs_key_stats() {
+            Some(params) => Some(Rc::new(AmPlan::new(
+                key_statistics(worker, &job, &partitioning, &params),
+                &params,
+                &partitioning,
+                left_rows,
+                right_rows,
+            ))),
+            None => None,
+        };
+        if let Some(plan) = &plan {
+            *am_summary.borrow_mut() = Some(plan.summary().clone());
+        }
         worker.dataflow::<u32, _, _>(|scope| {
             let left = scope.input_from(&mut left_input);
             let right = scope.input_from(&mut right_input);
@@ -114,6 +134,7 @@ where
                 job.how,
                 partitioning,
                 (home_left, home_right),
+                plan,
                 loads.clone(),
                 move |_key, l: Option<&RowRef>, r: Option<&RowRef>, _out: &mut Vec<()>| {
                     sink.borrow_mut().emit(l, r)
@@ -122,22 +143,10 @@ where
             .probe_with(&probe);
         });
 
-        let mut sent = 0usize;
-        for partition in partitioning.local_partitions(index) {
-            for (keys, hashes, input, rows) in [
-                (&job.left, &job.left_hashes, &mut left_input, left_rows),
-                (&job.right, &job.right_hashes, &mut right_input, right_rows),
-            ] {
-                for row in partitioning.rows_of_partition(partition, rows) {
-                    let hash = hashes.get(row as usize).copied().unwrap_or(0);
-                    input.send((keys[row as usize].clone(), (row as u32, hash)));
-                    sent += 1;
-                    if sent.is_multiple_of(FEED_CHUNK) {
-                        worker.step();
-                    }
-                }
-            }
-        }
+        feed(worker, &job, &partitioning, |key, row, side| match side {
+            Side::Left => left_input.send((key, row)),
+            Side::Right => right_input.send((key, row)),
+        });
         left_input.close();
         right_input.close();
         while !probe.done() {
@@ -146,21 +155,88 @@ where
         let sink = Rc::try_unwrap(sink)
             .map_err(|_| "the join's dataflow outlived the run".to_string())?
             .into_inner();
-        Ok::<_, String>((loads.snapshot(), sink.finish()?))
+        Ok::<_, String>((loads.snapshot(), sink.finish()?, am_summary.into_inner()))
     })?;
 
     let mut loads = LoadReport::new(partitions);
     let mut summaries = Vec::with_capacity(workers);
+    let mut am = None;
     for result in guards.join() {
-        let (snapshot, summary) = result??;
+        let (snapshot, summary, plan_summary) = result??;
         loads.add(&snapshot);
         summaries.push(summary);
+        // Every worker made the same plan; keep one.
+        am = am.or(plan_summary);
     }
     Ok(JobOutput {
         loads,
         summaries,
         elapsed: start.elapsed(),
+        am,
     })
+}
+
+/// Feeds this worker's share of the job, partition by partition (row `i`'s home is
+/// `partition_of_row(i, n)`), to `send(key, row, side)`, letting the dataflows run every so often.
+pub(crate) fn feed<K: JoinKey>(
+    worker: &mut timely::worker::Worker,
+    job: &JoinJob<K>,
+    partitioning: &Partitioning,
+    mut send: impl FnMut(K, RowRef, Side),
+) {
+    let mut sent = 0usize;
+    for partition in partitioning.local_partitions(worker.index()) {
+        for (keys, hashes, side) in [
+            (&job.left, &job.left_hashes, Side::Left),
+            (&job.right, &job.right_hashes, Side::Right),
+        ] {
+            for row in partitioning.rows_of_partition(partition, keys.len() as u64) {
+                let hash = hashes.get(row as usize).copied().unwrap_or(0);
+                send(keys[row as usize].clone(), (row as u32, hash), side);
+                sent += 1;
+                if sent.is_multiple_of(FEED_CHUNK) {
+                    worker.step();
+                }
+            }
+        }
+    }
+}
+
+/// AM-Join's first phase, a dataflow of its own: exact key counts of both inputs, and the keys
+/// above the statistics thresholds with both counts, as every worker receives them.
+pub(crate) fn key_statistics<K: JoinKey>(
+    worker: &mut timely::worker::Worker,
+    job: &JoinJob<K>,
+    partitioning: &Partitioning,
+    params: &AmParams,
+) -> Vec<KeyCount<K>> {
+    let thresholds = params.stats_thresholds(
+        job.left.len() as u64,
+        job.right.len() as u64,
+        partitioning.partitions(),
+    );
+    let hot = Rc::new(RefCell::new(Vec::new()));
+    let mut left_input: InputHandle<u32, _> = InputHandle::new();
+    let mut right_input: InputHandle<u32, _> = InputHandle::new();
+    let probe = ProbeHandle::new();
+    worker.dataflow::<u32, _, _>(|scope| {
+        let left = scope.input_from(&mut left_input);
+        let right = scope.input_from(&mut right_input);
+        let sink = Rc::clone(&hot);
+        hot_keys(left.key_counts(), right.key_counts(), thresholds)
+            .inspect(move |record| sink.borrow_mut().push(record.clone()))
+            .probe_with(&probe);
+    });
+    feed(worker, job, partitioning, |key, _, side| match side {
+        Side::Left => left_input.send((key, ())),
+        Side::Right => right_input.send((key, ())),
+    });
+    left_input.close();
+    right_input.close();
+    while !probe.done() {
+        worker.step();
+    }
+    hot.take()
 }
 
 /// A sink that keeps every output row's row numbers.

@@ -35,15 +35,16 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use skewjoin_operators::hash::pair_checksum;
-use skewjoin_operators::{JoinKey, LoadRecorder, LoadReport, Partitioning};
+use skewjoin_operators::{JoinKey, LoadRecorder, LoadReport, Partitioning, Side};
 use timely::communication::allocator::{Allocator, Thread};
 use timely::dataflow::operators::{Input, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 use timely::WorkerConfig;
 
+use crate::am_join::AmPlan;
 use crate::compose::{build_join, Home};
-use crate::exec::{JoinJob, PairSink, RowRef};
+use crate::exec::{feed, key_statistics, JoinJob, PairSink, RowRef};
 
 /// What a single-worker run produced.
 #[derive(Clone, Debug)]
@@ -53,9 +54,6 @@ pub struct LocalOutput<S> {
     /// The sink's summary.
     pub summary: S,
 }
-
-/// How many records are fed before the dataflow is stepped, so exchange buffers stay small.
-const FEED_CHUNK: usize = 1 << 14;
 
 /// Runs `job` on one worker hosting all `job.partitions` partitions, feeding every output row to
 /// `sink`. `job.workers` is not used: there is exactly one worker.
@@ -92,6 +90,16 @@ where
     let probe = ProbeHandle::new();
     let left_rows = job.left.len() as u64;
     let right_rows = job.right.len() as u64;
+    // AM-Join and Tree-Join plan from exact key counts, a first dataflow of their own.
+    let plan = job.resolved.needs_key_stats().map(|params| {
+        Rc::new(AmPlan::new(
+            key_statistics(&mut worker, job, &partitioning, &params),
+            &params,
+            &partitioning,
+            left_rows,
+            right_rows,
+        ))
+    });
     worker.dataflow::<u32, _, _>(|scope| {
         let left = scope.input_from(&mut left_input);
         let right = scope.input_from(&mut right_input);
@@ -107,6 +115,7 @@ where
             job.how,
             partitioning,
             (home_left, home_right),
+            plan,
             loads.clone(),
             move |_key, l: Option<&RowRef>, r: Option<&RowRef>, _out: &mut Vec<()>| {
                 sink.borrow_mut().emit(l, r)
@@ -117,22 +126,15 @@ where
 
     // The same feeding order as a native worker: partition by partition, left then right, so
     // that a partition's rows enter from the worker hosting it (here, the only one).
-    let mut sent = 0usize;
-    for partition in partitioning.local_partitions(0) {
-        for (keys, hashes, input, rows) in [
-            (&job.left, &job.left_hashes, &mut left_input, left_rows),
-            (&job.right, &job.right_hashes, &mut right_input, right_rows),
-        ] {
-            for row in partitioning.rows_of_partition(partition, rows) {
-                let hash = hashes.get(row as usize).copied().unwrap_or(0);
-                input.send((keys[row as usize].clone(), (row as u32, hash)));
-                sent += 1;
-                if sent.is_multiple_of(FEED_CHUNK) {
-                    worker.step();
-                }
-            }
-        }
-    }
+    feed(
+        &mut worker,
+        job,
+        &partitioning,
+        |key, row, side| match side {
+            Side::Left => left_input.send((key, row)),
+            Side::Right => right_input.send((key, row)),
+        },
+    );
     left_input.close();
     right_input.close();
     // `step` parks for zero time, which returns without looking at a clock.

@@ -2,6 +2,7 @@
 //!
 //! - [`strategy`]: the strategies by name, and how `auto` chooses;
 //! - [`cost`]: key statistics and per-partition load predictions;
+//! - [`am_join`]: AM-Join, key classes from exact counts, grids for keys hot on both sides;
 //! - [`compose`]: builds a resolved strategy's dataflow from routes and partitioned joins;
 //! - [`exec`]: runs a planned join over in-memory keys on timely worker threads;
 //! - [`vprp`]: VPRP's range planning from key samples;
@@ -9,6 +10,7 @@
 //! - [`row_hash`]: the runtime's row hashes of generated tables, computed without Arrow;
 //! - [`datagen`]: deterministic skewed inputs, the same natively and in the browser.
 
+pub mod am_join;
 pub mod compose;
 pub mod cost;
 pub mod datagen;

@@ -5,7 +5,10 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use skewjoin_operators::broadcast_join::check_broadcast;
-use skewjoin_operators::{JoinType, Side};
+use skewjoin_operators::tree_join::TreeParams;
+use skewjoin_operators::{JoinKey, JoinType, Side};
+
+use crate::am_join::AmParams;
 
 /// A strategy as named on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -27,11 +30,19 @@ pub enum Strategy {
     Der,
     /// DDR baseline: broadcast the smaller side, send unmatched rows themselves.
     Ddr,
+    /// AM-Join: count keys first, then shuffle cold keys, broadcast for keys hot on one side and
+    /// unravel keys hot on both into a grid of cells.
+    Am,
+    /// Load-balanced Tree-Join inside AM-Join: keys hot on both sides unravelled into a grid,
+    /// cells still larger than a leaf split further round after round.
+    Tree,
+    /// Basic Tree-Join for every key: group by key, split large entries round after round.
+    TreeBasic,
 }
 
 impl Strategy {
     /// Every strategy that runs a join itself (not `auto`).
-    pub const CONCRETE: [Strategy; 7] = [
+    pub const CONCRETE: [Strategy; 10] = [
         Strategy::Shuffle,
         Strategy::Broadcast,
         Strategy::Ib,
@@ -39,6 +50,9 @@ impl Strategy {
         Strategy::Ddr,
         Strategy::Vprp,
         Strategy::VprpT,
+        Strategy::Am,
+        Strategy::Tree,
+        Strategy::TreeBasic,
     ];
 
     /// The command-line name.
@@ -52,6 +66,9 @@ impl Strategy {
             Strategy::Ib => "ib",
             Strategy::Der => "der",
             Strategy::Ddr => "ddr",
+            Strategy::Am => "am",
+            Strategy::Tree => "tree",
+            Strategy::TreeBasic => "tree-basic",
         }
     }
 }
@@ -75,8 +92,11 @@ impl FromStr for Strategy {
             "ib" | "ib-join" => Ok(Strategy::Ib),
             "der" => Ok(Strategy::Der),
             "ddr" => Ok(Strategy::Ddr),
+            "am" | "am-join" => Ok(Strategy::Am),
+            "tree" | "tree-join" => Ok(Strategy::Tree),
+            "tree-basic" => Ok(Strategy::TreeBasic),
             other => Err(format!(
-                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast, ib, der, ddr, vprp, vprp-t"
+                "unknown strategy {other:?}: expected one of auto, shuffle, broadcast, ib, der, ddr, vprp, vprp-t, am, tree, tree-basic"
             )),
         }
     }
@@ -111,6 +131,23 @@ pub enum Resolved {
     Ddr {
         /// The side copied to every worker.
         small: Side,
+    },
+    /// AM-Join with these parameters (its plan is made from key counts when it runs).
+    Am {
+        /// Thresholds, grid sizing, forced hot sets.
+        params: AmParams,
+    },
+    /// AM-Join whose grid cells go through Tree-Join rounds.
+    Tree {
+        /// AM-Join's parameters.
+        params: AmParams,
+        /// Leaf size and fan-out.
+        tree: TreeParams,
+    },
+    /// Basic Tree-Join over all keys.
+    TreeBasic {
+        /// Leaf size and fan-out.
+        tree: TreeParams,
     },
 }
 
@@ -159,6 +196,53 @@ impl Resolved {
             Resolved::Ib { .. } => "ib",
             Resolved::Der { .. } => "der",
             Resolved::Ddr { .. } => "ddr",
+            Resolved::Am { .. } => "am",
+            Resolved::Tree { .. } => "tree",
+            Resolved::TreeBasic { .. } => "tree-basic",
+        }
+    }
+
+    /// The same strategy with AM-Join's hot threshold (thousandths of a partition's share of a
+    /// side) and Tree-Join's leaf size and fan-out replaced where given; strategies without
+    /// those settings are returned unchanged.
+    pub fn tuned(
+        self,
+        hot_per_mille: Option<u32>,
+        leaf: Option<u32>,
+        fanout: Option<u32>,
+    ) -> Resolved {
+        let tune_am = |mut params: AmParams| {
+            if let Some(per_mille) = hot_per_mille {
+                params.hot_per_mille = per_mille;
+            }
+            params
+        };
+        let tune_tree = |mut tree: TreeParams| {
+            tree.leaf = leaf.unwrap_or(tree.leaf).max(1);
+            tree.fanout = fanout.unwrap_or(tree.fanout).max(2);
+            tree
+        };
+        match self {
+            Resolved::Am { params } => Resolved::Am {
+                params: tune_am(params),
+            },
+            Resolved::Tree { params, tree } => Resolved::Tree {
+                params: tune_am(params),
+                tree: tune_tree(tree),
+            },
+            Resolved::TreeBasic { tree } => Resolved::TreeBasic {
+                tree: tune_tree(tree),
+            },
+            other => other,
+        }
+    }
+
+    /// AM-Join's parameters when the strategy is planned from key statistics, counted in a
+    /// first phase; `None` for strategies that need none.
+    pub fn needs_key_stats(&self) -> Option<AmParams> {
+        match self {
+            Resolved::Am { params } | Resolved::Tree { params, .. } => Some(*params),
+            _ => None,
         }
     }
 }
@@ -237,6 +321,25 @@ pub fn choose(strategy: Strategy, inputs: &PlanInputs) -> Result<Choice, String>
                 reason: format!("asked for; the {small} side is the smaller side"),
             })
         }
+        Strategy::Am => Ok(Choice {
+            resolved: Resolved::Am {
+                params: AmParams::default(),
+            },
+            reason: "asked for".into(),
+        }),
+        Strategy::Tree => Ok(Choice {
+            resolved: Resolved::Tree {
+                params: AmParams::default(),
+                tree: TreeParams::default(),
+            },
+            reason: "asked for".into(),
+        }),
+        Strategy::TreeBasic => Ok(Choice {
+            resolved: Resolved::TreeBasic {
+                tree: TreeParams::default(),
+            },
+            reason: "asked for".into(),
+        }),
         Strategy::Auto => Ok(choose_auto(inputs)),
     }
 }
@@ -248,6 +351,57 @@ pub fn smaller_side(inputs: &PlanInputs) -> Side {
     } else {
         Side::Right
     }
+}
+
+/// Why `auto` should run AM-Join instead of Shuffle-Join on these keys, or `None` when hash
+/// partitioning is fine: some key alone would give its hash partition more than half a fair
+/// share of the output (its `n_L x n_R` pairs against `OUT / P`) or of one side's input. Exact
+/// counts over the keys, one pass each side.
+pub fn skew_reason<K: JoinKey>(left: &[K], right: &[K], partitions: usize) -> Option<String> {
+    fn count<K: JoinKey>(keys: &[K]) -> rustc_hash::FxHashMap<&K, u64> {
+        let mut counts: rustc_hash::FxHashMap<&K, u64> = Default::default();
+        for key in keys.iter().filter(|k| !k.is_null()) {
+            *counts.entry(key).or_insert(0) += 1;
+        }
+        counts
+    }
+    let (lc, rc) = (count(left), count(right));
+    let partitions = partitions.max(1) as f64;
+    let output: f64 = lc
+        .iter()
+        .filter_map(|(k, l)| rc.get(k).map(|r| (*l * *r) as f64))
+        .sum();
+    let fair_output = output / partitions;
+    let (fair_left, fair_right) = (
+        left.len() as f64 / partitions,
+        right.len() as f64 / partitions,
+    );
+    let mut worst: Option<(f64, String)> = None;
+    for (key, &l) in &lc {
+        let r = rc.get(key).copied().unwrap_or(0);
+        let shares = [
+            ((l * r) as f64 / fair_output.max(1.0), "output"),
+            (l as f64 / fair_left.max(1.0), "left input"),
+        ];
+        for (share, what) in shares {
+            if share > 0.5 && worst.as_ref().is_none_or(|w| share > w.0) {
+                worst = Some((
+                    share,
+                    format!("key {key:?} alone is {share:.1} fair shares of the {what}"),
+                ));
+            }
+        }
+    }
+    for (key, &r) in &rc {
+        let share = r as f64 / fair_right.max(1.0);
+        if share > 0.5 && worst.as_ref().is_none_or(|w| share > w.0) {
+            worst = Some((
+                share,
+                format!("key {key:?} alone is {share:.1} fair shares of the right input"),
+            ));
+        }
+    }
+    worst.map(|(_, reason)| reason)
 }
 
 /// Broadcast when the copied side is small in absolute terms (within the limit) and copying it
@@ -330,6 +484,16 @@ mod tests {
     }
 
     #[test]
+    fn skew_is_seen_in_the_counts() {
+        let uniform: Vec<u64> = (0..1000).collect();
+        assert_eq!(skew_reason(&uniform, &uniform, 8), None);
+        let mut hot = uniform.clone();
+        hot.extend([7u64; 200]);
+        let reason = skew_reason(&hot, &hot, 8).unwrap();
+        assert!(reason.contains("key 7"), "{reason}");
+    }
+
+    #[test]
     fn broadcast_of_a_full_join_is_an_error() {
         let error = choose(Strategy::Broadcast, &inputs(JoinType::Full, 10, 10)).unwrap_err();
         assert!(error.contains("--strategy shuffle"), "{error}");
@@ -346,6 +510,9 @@ mod tests {
             "ddr",
             "vprp",
             "vprp-t",
+            "am",
+            "tree",
+            "tree-basic",
         ] {
             assert_eq!(name.parse::<Strategy>().unwrap().name(), name);
         }

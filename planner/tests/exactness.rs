@@ -2,8 +2,11 @@
 //! reference: output multisets must be equal.
 
 use proptest::prelude::*;
+use skewjoin_operators::key_stats::HotThresholds;
 use skewjoin_operators::reference::nested_loop_join;
+use skewjoin_operators::tree_join::TreeParams;
 use skewjoin_operators::{JoinType, Key, Side};
+use skewjoin_planner::am_join::{AmParams, HotChoice};
 use skewjoin_planner::exec::join_in_memory;
 use skewjoin_planner::strategy::{Resolved, VprpSettings};
 
@@ -26,13 +29,60 @@ fn strategies(how: JoinType) -> Vec<Resolved> {
         all.push(Resolved::Der { small: side });
         all.push(Resolved::Ddr { small: side });
     }
+    // AM-Join with detected hot keys (on these small inputs nearly every repeated key is hot)
+    // and with every key forced hot on both sides (everything through the grid).
+    all.push(Resolved::Am {
+        params: AmParams::default(),
+    });
+    all.push(Resolved::Am {
+        params: AmParams::forced(HotChoice::EveryKey),
+    });
+    // Tree-Join with tiny leaves, so that entries split over several rounds: basic, and inside
+    // AM-Join's grid with every key hot on both sides.
+    let tiny = TreeParams { leaf: 2, fanout: 2 };
+    all.push(Resolved::TreeBasic { tree: tiny });
+    all.push(Resolved::Tree {
+        params: AmParams::forced(HotChoice::EveryKey),
+        tree: tiny,
+    });
     all
+}
+
+/// AM-Join with every wrong classification the planner can be forced into.
+fn forced_am() -> Vec<Resolved> {
+    [
+        HotChoice::NoKey,
+        HotChoice::EveryKey,
+        HotChoice::EveryKeyLeft,
+        HotChoice::EveryKeyRight,
+        HotChoice::Swapped,
+    ]
+    .into_iter()
+    .map(|hot| Resolved::Am {
+        params: AmParams::forced(hot),
+    })
+    .chain([Resolved::Am {
+        params: AmParams {
+            thresholds: Some(HotThresholds { left: 2, right: 5 }),
+            ..AmParams::default()
+        },
+    }])
+    .collect()
 }
 
 /// (workers, partitions) pairs: W in {1, 2, 3, 4, 8}, with P equal to, above and below W.
 const LAYOUTS: [(usize, usize); 7] = [(1, 1), (1, 5), (2, 2), (2, 7), (3, 8), (4, 3), (8, 16)];
 
 fn check(left: &Rows, right: &Rows, layouts: &[(usize, usize)]) {
+    check_with(left, right, layouts, strategies)
+}
+
+fn check_with(
+    left: &Rows,
+    right: &Rows,
+    layouts: &[(usize, usize)],
+    strategies: impl Fn(JoinType) -> Vec<Resolved>,
+) {
     for how in JoinType::ALL {
         let mut expected = nested_loop_join(left, right, how);
         expected.sort();
@@ -130,6 +180,24 @@ fn many_string_keys_cut_into_ranges() {
             .collect(),
     );
     check(&left, &right, &[(2, 7), (3, 8), (8, 16)]);
+}
+
+#[test]
+fn forced_classification_never_changes_the_output() {
+    // Hot in both, hot on one side only, cold, one-side-only and NULL keys together.
+    let mut left = vec![Some(1); 30];
+    left.extend([Some(2); 12]);
+    left.extend([Some(3), Some(4), Some(4), Some(5), None, None]);
+    let mut right = vec![Some(1); 20];
+    right.extend([Some(2), Some(3)]);
+    right.extend([Some(6); 9]);
+    right.extend([Some(4), None]);
+    check_with(&int_keys(&left), &int_keys(&right), &LAYOUTS, |_| {
+        forced_am()
+    });
+    check_with(&int_keys(&right), &int_keys(&left), &LAYOUTS, |_| {
+        forced_am()
+    });
 }
 
 fn key_strategy() -> impl Strategy<Value = Key> {
@@ -235,4 +303,14 @@ fn baselines_track_with_more_bytes_than_ib() {
     let der = bytes(Resolved::Der { small: Side::Right });
     let ddr = bytes(Resolved::Ddr { small: Side::Right });
     assert!(ib < der && der < ddr, "ib {ib}, der {der}, ddr {ddr}");
+}
+
+proptest! {
+    // Six strategies per join type: fewer cases, the fixed test above covers every layout.
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    #[test]
+    fn forced_classification_matches_the_nested_loop(left in skewed_side(), right in side_strategy()) {
+        check_with(&left, &right, &[(2, 8), (3, 5)], |_| forced_am());
+    }
 }

@@ -78,7 +78,8 @@ pub struct JoinArgs {
     /// Key columns of the right input, comma-separated.
     #[arg(long, value_delimiter = ',', requires = "left_on")]
     pub right_on: Vec<String>,
-    /// Strategy: auto, shuffle, broadcast, vprp, vprp-t.
+    /// Strategy: auto, shuffle, broadcast, ib, der, ddr, vprp, vprp-t, am, tree, tree-basic (see
+    /// the README's table of strategies).
     #[arg(long, short = 's', default_value = "auto")]
     pub strategy: String,
     #[command(flatten)]
@@ -99,6 +100,18 @@ pub struct JoinArgs {
     /// The most rows `auto` will copy to every worker.
     #[arg(long, default_value_t = 1_000_000)]
     pub broadcast_limit: u64,
+    /// AM-Join and tree: a key is hot on a side above this many thousandths of one partition's
+    /// share of that side's rows (default 20).
+    #[arg(long)]
+    pub hot_per_mille: Option<u32>,
+    /// Tree-Join (tree, tree-basic): leaf size c, the most records of each side a leaf holds
+    /// (default 1024).
+    #[arg(long)]
+    pub leaf: Option<u32>,
+    /// Tree-Join (tree, tree-basic): fan-out f, the sub-lists a large list is cut into per
+    /// round (default 4).
+    #[arg(long)]
+    pub fanout: Option<u32>,
     /// Print nothing but errors.
     #[arg(long, short = 'q')]
     pub quiet: bool,

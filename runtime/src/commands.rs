@@ -9,6 +9,7 @@ use skewjoin_operators::load::imbalance;
 use skewjoin_operators::{JoinType, Key, Partitioning, Side};
 use skewjoin_planner::cost::{predict, KeyStats};
 use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
+use skewjoin_planner::strategy::skew_reason;
 use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy};
 
 use crate::cli::{DemoArgs, ExplainArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
@@ -219,7 +220,7 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
     ));
 
     let rows = (left.keys.len() as u64, right.keys.len() as u64);
-    let choice = choose(
+    let mut choice = choose(
         strategy,
         &PlanInputs {
             how,
@@ -230,7 +231,27 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
         },
     )
     .map_err(Error::Usage)?;
-    let choice = with_vprp_flags(choice, &args.run)?;
+    choice = with_vprp_flags(choice, &args.run)?;
+    // auto: with a hash partitioning made uneven by a hot key, AM-Join instead of Shuffle-Join.
+    if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
+        if let Some(reason) = skew_reason(&left.keys, &right.keys, partitions) {
+            choice = choose(
+                Strategy::Am,
+                &PlanInputs {
+                    how,
+                    left_rows: rows.0,
+                    right_rows: rows.1,
+                    workers,
+                    broadcast_limit: args.broadcast_limit,
+                },
+            )
+            .map_err(Error::Usage)?;
+            choice.reason = format!("the key counts show skew: {reason}");
+        }
+    }
+    choice.resolved = choice
+        .resolved
+        .tuned(args.hot_per_mille, args.leaf, args.fanout);
     Ok(Prepared {
         how,
         workers,

@@ -16,6 +16,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use skewjoin_operators::hash::pair_checksum;
 use skewjoin_operators::{JoinType, Key, LoadReport};
+use skewjoin_planner::am_join::AmSummary;
 use skewjoin_planner::exec::{execute, JoinJob, PairSink, RowRef};
 use skewjoin_planner::Resolved;
 
@@ -69,6 +70,8 @@ pub struct RunReport {
     pub loads: LoadReport,
     /// Wall time of the join itself (not reading inputs).
     pub elapsed: Duration,
+    /// AM-Join's key classes and grids, when AM-Join ran.
+    pub am: Option<AmSummary>,
 }
 
 /// Output rows gathered per worker before they are turned into an Arrow batch and written.
@@ -236,5 +239,6 @@ pub fn run(
         checksum,
         loads: result.loads,
         elapsed: result.elapsed,
+        am: result.am,
     })
 }

@@ -3,6 +3,8 @@
 use serde::Serialize;
 use skewjoin_operators::PartitionLoad;
 
+use skewjoin_planner::am_join::AmSummary;
+
 use crate::engine::RunReport;
 
 /// Everything a run reports. Field names are stable: scripts read them.
@@ -41,6 +43,10 @@ pub struct Metrics {
     pub output_imbalance: f64,
     /// Max over mean of peak records held.
     pub peak_imbalance: f64,
+    /// AM-Join only: hot key counts per class (left only, right only, both), records of each
+    /// side per class, and the grids of the hottest keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub am: Option<AmSummary>,
 }
 
 /// Formats a checksum the way metrics and summaries show it.
@@ -79,6 +85,7 @@ impl Metrics {
             input_imbalance: report.loads.input_imbalance(),
             output_imbalance: report.loads.output_imbalance(),
             peak_imbalance: report.loads.peak_imbalance(),
+            am: report.am.clone(),
         }
     }
 
@@ -108,6 +115,15 @@ impl Metrics {
             input = self.input_imbalance,
             output = self.output_imbalance,
             peak = self.peak_imbalance,
-        )
+        ) + &self
+            .am
+            .as_ref()
+            .map(|am| {
+                format!(
+                    "\nAM-Join hot keys: {} left only, {} right only, {} both; largest grids (left x right records -> rows x cols): {:?}",
+                    am.hot_left_only, am.hot_right_only, am.hot_both, am.largest_grids
+                )
+            })
+            .unwrap_or_default()
     }
 }

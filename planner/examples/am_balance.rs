@@ -1,0 +1,89 @@
+//! The balance table of issue 3: same-rank Zipf inputs, s in {0.5, 0.8, 1.0, 1.2, 1.5}, at P = 8
+//! and P = 32 on two workers; per-partition max/mean of input records and output rows for
+//! Shuffle-Join, AM-Join, AM-Join with Tree-Join cells, and basic Tree-Join.
+//!
+//! `cargo run --release -p skewjoin-planner --example am_balance -- [rows] [keys]`
+//! (defaults: 100000 rows per side over 10000 keys). Loads are counts, not times.
+
+use std::sync::Arc;
+
+use skewjoin_operators::JoinType;
+use skewjoin_planner::datagen::{generate, GenSpec};
+use skewjoin_planner::exec::{execute, JoinJob, PairSink, RowRef};
+use skewjoin_planner::{choose, PlanInputs, Strategy};
+
+/// Counts output rows (there are hundreds of millions).
+struct Count(u64);
+
+impl PairSink for Count {
+    type Summary = u64;
+    fn emit(&mut self, _: Option<&RowRef>, _: Option<&RowRef>) {
+        self.0 += 1;
+    }
+    fn finish(self) -> Result<u64, String> {
+        Ok(self.0)
+    }
+}
+
+fn main() {
+    let mut args = std::env::args()
+        .skip(1)
+        .map(|a| a.parse::<u64>().expect("a number"));
+    let rows = args.next().unwrap_or(100_000);
+    let keys = args.next().unwrap_or(10_000);
+    println!(
+        "same-rank Zipf, {rows} rows per side over {keys} keys, W = 2; max/mean input / output"
+    );
+    println!(
+        "{:>4} {:>3}  {:>13} {:>13} {:>13} {:>13}",
+        "s", "P", "shuffle", "am", "tree", "tree-basic"
+    );
+    for skew in [0.5, 0.8, 1.0, 1.2, 1.5] {
+        let data = generate(&GenSpec {
+            left_rows: rows,
+            right_rows: rows,
+            keys,
+            left_skew: skew,
+            right_skew: skew,
+            ..GenSpec::default()
+        });
+        let expected = data.counts().inner;
+        for partitions in [8usize, 32] {
+            let mut line = format!("{skew:>4} {partitions:>3} ");
+            for strategy in [
+                Strategy::Shuffle,
+                Strategy::Am,
+                Strategy::Tree,
+                Strategy::TreeBasic,
+            ] {
+                let inputs = PlanInputs {
+                    how: JoinType::Inner,
+                    left_rows: rows,
+                    right_rows: rows,
+                    workers: 2,
+                    broadcast_limit: 0,
+                };
+                let job = JoinJob {
+                    left: data.left.key.clone().into(),
+                    right: data.right.key.clone().into(),
+                    left_hashes: Arc::new([]),
+                    right_hashes: Arc::new([]),
+                    how: JoinType::Inner,
+                    resolved: choose(strategy, &inputs)
+                        .expect("every strategy computes inner")
+                        .resolved,
+                    partitions,
+                    workers: 2,
+                };
+                let output = execute(job, |_| Count(0)).expect("the join runs");
+                assert_eq!(output.summaries.iter().sum::<u64>(), expected, "{strategy}");
+                line += &format!(
+                    " {:>6.2}/{:<6.2}",
+                    output.loads.input_imbalance(),
+                    output.loads.output_imbalance()
+                );
+            }
+            println!("{line}");
+        }
+    }
+}

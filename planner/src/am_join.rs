@@ -1,0 +1,693 @@
+//! AM-Join (Adaptive-Multistage-Join): every key is routed by its *class*, found from exact key
+//! counts, so that no partition receives a hot key's records or output whole.
+//!
+//! - hot in both inputs: the key is *unravelled* into a grid of `a x b` cells; each left record
+//!   picks one row `i` and is copied to the `b` cells `(i, *)`, each right record picks one column
+//!   `j` and is copied to the `a` cells `(*, j)`, so each pair meets in exactly one cell. Cells are
+//!   joined under the key `(key, cell)` (copies in one partition never pair across cells) and
+//!   placed on partitions by the planner, largest first onto the least-loaded partition;
+//! - hot in the left input only: left records stay at home, the right records of those keys
+//!   (few, as the key is cold on the right) are broadcast; hot in the right only: symmetric;
+//! - cold and NULL keys: Shuffle-Join by key hash.
+//!
+//! **Two phases.** The classes must be known on every worker before the first record is routed,
+//! so a run is two dataflows in sequence on the same workers: the first counts keys
+//! ([`skewjoin_operators::key_stats`]) and broadcasts the hot ones; every worker then computes the
+//! same [`AmPlan`] from that (sorted) list, and the second dataflow captures the plan in its
+//! routing closures. Capture/replay inside one dataflow would also work but would hold every input
+//! record until the statistics are complete, which two phases avoid (inputs are re-read instead).
+//!
+//! **No deduplication, all join types.** Records of a hot-in-both key are copied to several cells,
+//! so a cell cannot decide padding, semi or anti: a cell may miss one side altogether. It need
+//! not: a key hot in both inputs has records on both sides (the counts are exact), so every one of
+//! its records is matched. Cells are therefore joined as *inner* joins; for a semi join the
+//! records of the semi side are emitted once, where they are read, and never sent to a cell; for
+//! an anti join they are dropped. The same holds for the broadcast side of a one-side-hot key: a
+//! key hot on the left has left records, so its right records all match; they are broadcast for
+//! pairs (broadcast copies are never padded), emitted at the source for a right semi join, and
+//! dropped for a right anti join, while the left records at home are decided by the kernel, which
+//! sees every right record of the key. A key forced hot on a side where it has no records is
+//! treated as not hot there, so a wrong classification changes the cost, never the result.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+use skewjoin_operators::key_stats::{HotThresholds, KeyCount};
+use skewjoin_operators::partitioned_join::partitioned_join;
+use skewjoin_operators::route::{by_key_hash, route, route_copies, Route};
+use skewjoin_operators::tree_join::{tree_join, TreeParams, TreeRounds};
+use skewjoin_operators::{JoinKey, JoinType, LoadRecorder, Partitioning, Side};
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::vec::Map;
+use timely::dataflow::operators::Concat;
+use timely::dataflow::StreamVec;
+use timely::progress::Timestamp;
+use timely::ExchangeData;
+
+use crate::compose::Home;
+
+/// Which keys are hot: found from the counts, or forced (to test that classification only ever
+/// changes the cost).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HotChoice {
+    /// Hot where the count is above the threshold.
+    #[default]
+    Detect,
+    /// No key is hot: AM-Join degenerates to Shuffle-Join.
+    NoKey,
+    /// Every key is hot on both sides.
+    EveryKey,
+    /// Every key is hot on the left only.
+    EveryKeyLeft,
+    /// Every key is hot on the right only.
+    EveryKeyRight,
+    /// The detected hot sets, swapped between the sides.
+    Swapped,
+}
+
+/// AM-Join's tuning, all of it `Copy` so that it travels inside [`Resolved`](crate::Resolved).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AmParams {
+    /// A key is hot on a side above this many thousandths of one partition's share of that side
+    /// (see [`HotThresholds::from_sizes`]).
+    pub hot_per_mille: u32,
+    /// Explicit thresholds, overriding `hot_per_mille`.
+    pub thresholds: Option<HotThresholds>,
+    /// Grid cells are sized to about `1 / cells_per_partition` of a partition's fair load, so
+    /// that placing them evens out.
+    pub cells_per_partition: u32,
+    /// The most cells one key is unravelled into; 0 means P.
+    pub max_cells: u32,
+    /// Detected or forced hot sets.
+    pub hot: HotChoice,
+}
+
+impl Default for AmParams {
+    fn default() -> Self {
+        AmParams {
+            hot_per_mille: (HotThresholds::DEFAULT_FRACTION * 1000.0).round() as u32,
+            thresholds: None,
+            cells_per_partition: 4,
+            max_cells: 0,
+            hot: HotChoice::Detect,
+        }
+    }
+}
+
+impl AmParams {
+    /// With forced hot sets.
+    pub fn forced(hot: HotChoice) -> AmParams {
+        AmParams {
+            hot,
+            ..AmParams::default()
+        }
+    }
+
+    /// The thresholds the statistics phase reports keys above: forced choices need every key's
+    /// counts (or none).
+    pub fn stats_thresholds(
+        &self,
+        left_rows: u64,
+        right_rows: u64,
+        partitions: usize,
+    ) -> HotThresholds {
+        match self.hot {
+            HotChoice::NoKey => HotThresholds {
+                left: u64::MAX,
+                right: u64::MAX,
+            },
+            HotChoice::EveryKey | HotChoice::EveryKeyLeft | HotChoice::EveryKeyRight => {
+                HotThresholds::EVERY_KEY
+            }
+            HotChoice::Detect | HotChoice::Swapped => self.thresholds.unwrap_or_else(|| {
+                HotThresholds::from_sizes(
+                    left_rows,
+                    right_rows,
+                    partitions,
+                    self.hot_per_mille as f64 / 1000.0,
+                )
+            }),
+        }
+    }
+}
+
+/// The class of a key that is not cold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Hot on this side only: its records stay at home, the other side's are broadcast.
+    HotOn(Side),
+    /// Hot on both sides: unravelled into the grid with this index in [`AmPlan::grids`].
+    Both(u32),
+}
+
+/// One hot-in-both key's grid.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grid {
+    /// Left and right record counts of the key.
+    pub left: u64,
+    /// Right records.
+    pub right: u64,
+    /// a: rows (a left record goes to one row, all its cells).
+    pub rows: u32,
+    /// b: columns.
+    pub cols: u32,
+    /// The partition of cell `i * cols + j`.
+    pub cells: Vec<u32>,
+}
+
+/// Every worker's copy of the decisions: the class of each non-cold key and the grids.
+#[derive(Clone, Debug)]
+pub struct AmPlan<K> {
+    classes: HashMap<K, Class>,
+    /// The grids of the hot-in-both keys.
+    pub grids: Vec<Grid>,
+    /// The thresholds the statistics used.
+    pub thresholds: HotThresholds,
+    summary: AmSummary,
+}
+
+/// What a plan decided, for metrics and reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AmSummary {
+    /// Keys hot on the left only, on the right only, on both.
+    pub hot_left_only: u64,
+    /// Keys hot on the right only.
+    pub hot_right_only: u64,
+    /// Keys hot on both sides.
+    pub hot_both: u64,
+    /// Records of the left input in the hot-left-only, hot-right-only and hot-both classes.
+    pub left_records: [u64; 3],
+    /// The same for the right input.
+    pub right_records: [u64; 3],
+    /// `(left, right, rows, cols)` of the largest grids, largest output first.
+    pub largest_grids: Vec<(u64, u64, u32, u32)>,
+}
+
+impl<K: JoinKey> AmPlan<K> {
+    /// Plans from the statistics phase's list (in any order: it is sorted here, so every worker
+    /// computes the same plan).
+    pub fn new(
+        mut stats: Vec<KeyCount<K>>,
+        params: &AmParams,
+        partitioning: &Partitioning,
+        left_rows: u64,
+        right_rows: u64,
+    ) -> AmPlan<K> {
+        stats.sort();
+        stats.dedup();
+        let partitions = partitioning.partitions();
+        let detected = params.stats_thresholds(left_rows, right_rows, partitions);
+        let mut classes = HashMap::new();
+        let mut both = Vec::new();
+        let mut summary = AmSummary::default();
+        for (key, l, r) in stats {
+            let (hot_l, hot_r) = match params.hot {
+                HotChoice::Detect => (l > detected.left, r > detected.right),
+                HotChoice::Swapped => (r > detected.right, l > detected.left),
+                HotChoice::NoKey => (false, false),
+                HotChoice::EveryKey => (true, true),
+                HotChoice::EveryKeyLeft => (true, false),
+                HotChoice::EveryKeyRight => (false, true),
+            };
+            // Hot where it has no records would break "every record of the other side matches".
+            let (hot_l, hot_r) = (hot_l && l > 0, hot_r && r > 0);
+            match (hot_l, hot_r) {
+                (true, true) => both.push((key, l, r)),
+                (true, false) => {
+                    summary.hot_left_only += 1;
+                    summary.left_records[0] += l;
+                    summary.right_records[0] += r;
+                    classes.insert(key, Class::HotOn(Side::Left));
+                }
+                (false, true) => {
+                    summary.hot_right_only += 1;
+                    summary.left_records[1] += l;
+                    summary.right_records[1] += r;
+                    classes.insert(key, Class::HotOn(Side::Right));
+                }
+                (false, false) => {}
+            }
+        }
+
+        // Cells are sized against the fair share of all work: inputs plus the outputs known.
+        let known_output: u64 = both.iter().map(|(_, l, r)| l * r).sum();
+        let total = (left_rows + right_rows + known_output) as f64;
+        let cells_per_partition = params.cells_per_partition.max(1) as f64;
+        let target = (total / (partitions as f64 * cells_per_partition)).max(1.0);
+        let max_cells = if params.max_cells == 0 {
+            partitions as u64
+        } else {
+            params.max_cells as u64
+        };
+        let mut grids = Vec::with_capacity(both.len());
+        for (key, l, r) in both {
+            let work = (l * r + l + r) as f64;
+            let cells = ((work / target).ceil() as u64).clamp(1, max_cells);
+            let (rows, cols) = grid_shape(l, r, cells);
+            classes.insert(key, Class::Both(grids.len() as u32));
+            grids.push(Grid {
+                left: l,
+                right: r,
+                rows,
+                cols,
+                cells: Vec::new(),
+            });
+        }
+        place_cells(&mut grids, partitions);
+        summary.hot_both = grids.len() as u64;
+        for grid in &grids {
+            summary.left_records[2] += grid.left;
+            summary.right_records[2] += grid.right;
+        }
+        let mut largest: Vec<_> = grids
+            .iter()
+            .map(|g| (g.left, g.right, g.rows, g.cols))
+            .collect();
+        largest.sort_by_key(|g| std::cmp::Reverse(g.0 * g.1));
+        largest.truncate(5);
+        summary.largest_grids = largest;
+        AmPlan {
+            classes,
+            grids,
+            thresholds: detected,
+            summary,
+        }
+    }
+
+    /// The class of `key`, `None` for a cold (or NULL) key.
+    #[inline]
+    pub fn class(&self, key: &K) -> Option<Class> {
+        if self.classes.is_empty() {
+            None
+        } else {
+            self.classes.get(key).copied()
+        }
+    }
+
+    /// Counts of keys and records per class.
+    pub fn summary(&self) -> &AmSummary {
+        &self.summary
+    }
+}
+
+/// The `rows x cols` grid of at most `cells` cells for a key with `l` left and `r` right records.
+/// Every shape with `rows * cols <= cells` is tried, and the one whose cells carry the least work
+/// each wins: output `l*r / (rows*cols)` plus the copies `l*cols + r*rows` spread over the cells.
+/// That keeps the ratio near `l / r` (a side with more records is cut into more pieces) and never
+/// makes more rows than left records nor more columns than right records.
+pub fn grid_shape(l: u64, r: u64, cells: u64) -> (u32, u32) {
+    let mut best = (1u64, 1u64);
+    let mut best_cost = f64::INFINITY;
+    for rows in 1..=cells.min(l.max(1)) {
+        let cols = (cells / rows).min(r.max(1)).max(1);
+        let n = (rows * cols) as f64;
+        let cost = ((l * r) as f64 + (l * cols) as f64 + (r * rows) as f64) / n;
+        if cost < best_cost {
+            best_cost = cost;
+            best = (rows, cols);
+        }
+    }
+    (best.0 as u32, best.1 as u32)
+}
+
+/// Places every cell of every grid, largest first, where it least raises the larger of the
+/// partition's two shares: of the grids' output and of their input records. Output alone would
+/// dominate (it is the product of the counts) and leave the input uneven; both are balanced.
+/// Cold keys and one-side-hot keys spread evenly, so they are left out of the packing.
+fn place_cells(grids: &mut [Grid], partitions: usize) {
+    let mut cells: Vec<(u64, u64, usize, usize)> = Vec::new();
+    for (index, grid) in grids.iter_mut().enumerate() {
+        let count = (grid.rows * grid.cols) as usize;
+        grid.cells = vec![0; count];
+        let l = grid.left.div_ceil(grid.rows as u64);
+        let r = grid.right.div_ceil(grid.cols as u64);
+        for cell in 0..count {
+            cells.push((l * r, l + r, index, cell));
+        }
+    }
+    let total_out = cells.iter().map(|c| c.0).sum::<u64>().max(1) as f64;
+    let total_in = cells.iter().map(|c| c.1).sum::<u64>().max(1) as f64;
+    let weight = |c: &(u64, u64, usize, usize)| c.0 as f64 / total_out + c.1 as f64 / total_in;
+    cells.sort_by(|a, b| {
+        weight(b)
+            .total_cmp(&weight(a))
+            .then(a.2.cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+    });
+    let mut out = vec![0u64; partitions];
+    let mut input = vec![0u64; partitions];
+    for (cell_out, cell_in, index, cell) in cells {
+        let cost = |p: usize| {
+            let o = (out[p] + cell_out) as f64 / total_out;
+            let i = (input[p] + cell_in) as f64 / total_in;
+            o.max(i)
+        };
+        let partition = (0..partitions)
+            .min_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(a.cmp(&b)))
+            .expect("at least one partition");
+        out[partition] += cell_out;
+        input[partition] += cell_in;
+        grids[index].cells[cell] = partition as u32;
+    }
+}
+
+/// What happens to a record outside the grid, in the main (Shuffle/Broadcast) join.
+fn main_route(class: Class, side: Side, how: JoinType) -> Option<Route> {
+    let Class::HotOn(hot) = class else {
+        // Hot in both: the grid, the source, or nowhere (anti).
+        return Some(Route::Drop);
+    };
+    let other = side.other();
+    if side == hot {
+        // The other side's records all match: if only they are output, this side is not needed.
+        if how.semi_side() == Some(other) || how.anti_side() == Some(other) {
+            Some(Route::Drop)
+        } else {
+            None // stays at home
+        }
+    } else if how.semi_side() == Some(side) || how.anti_side() == Some(side) {
+        // Always matched: emitted at the source (semi) or never (anti).
+        Some(Route::Drop)
+    } else {
+        Some(Route::Broadcast)
+    }
+}
+
+/// The cell copies of a record of `side`: `(partition, (key, cell))` for each cell of the row (a
+/// left record) or column (a right record) it picks. Rows and columns are picked round-robin per
+/// key, starting at the worker's index: even, and deterministic for a given input order.
+fn grid_copies<K: JoinKey>(
+    plan: Rc<AmPlan<K>>,
+    side: Side,
+    worker: usize,
+) -> impl FnMut(&K, &mut Vec<(u32, (K, u32))>) + 'static {
+    let mut next = vec![worker as u64; plan.grids.len()];
+    move |key, copies| {
+        if let Some(Class::Both(index)) = plan.class(key) {
+            let grid = &plan.grids[index as usize];
+            let counter = &mut next[index as usize];
+            *counter += 1;
+            match side {
+                Side::Left => {
+                    let row = (*counter % grid.rows as u64) as u32;
+                    for col in 0..grid.cols {
+                        let cell = row * grid.cols + col;
+                        copies.push((grid.cells[cell as usize], (key.clone(), cell)));
+                    }
+                }
+                Side::Right => {
+                    let col = (*counter % grid.cols as u64) as u32;
+                    for row in 0..grid.rows {
+                        let cell = row * grid.cols + col;
+                        copies.push((grid.cells[cell as usize], (key.clone(), cell)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// True when a record of `side` in `class` is matched for sure and emitted where it is read:
+/// the semi side of a semi join, for keys hot in both or hot on the other side only.
+fn emitted_at_source(class: Option<Class>, side: Side, how: JoinType) -> bool {
+    how.semi_side() == Some(side)
+        && match class {
+            Some(Class::Both(_)) => true,
+            Some(Class::HotOn(hot)) => hot != side,
+            None => false,
+        }
+}
+
+/// Builds AM-Join over `left` and `right` with the decisions of `plan` (identical on every
+/// worker), calling `logic(key, left, right, out)` once per output row. With `tree`, the grid's
+/// cells go through Tree-Join rounds (cells larger than a leaf are split further, counting rounds
+/// into the [`TreeRounds`]); without, each cell is joined in one round.
+#[allow(clippy::too_many_arguments)]
+pub fn am_join<'s, T, K, L, R, D, F>(
+    left: StreamVec<'s, T, (K, L)>,
+    right: StreamVec<'s, T, (K, R)>,
+    how: JoinType,
+    partitioning: Partitioning,
+    homes: (Home<K, L>, Home<K, R>),
+    plan: Rc<AmPlan<K>>,
+    tree: Option<(TreeParams, TreeRounds)>,
+    loads: LoadRecorder,
+    logic: F,
+) -> StreamVec<'s, T, D>
+where
+    T: Timestamp,
+    K: JoinKey,
+    L: ExchangeData + Clone,
+    R: ExchangeData + Clone,
+    D: Clone + 'static,
+    F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
+{
+    let worker = left.scope().index();
+    let (home_left, home_right) = homes;
+    let logic = Rc::new(RefCell::new(logic));
+
+    // The main join: cold keys by hash, one-side-hot keys stay at home or are broadcast.
+    let main_left = {
+        let plan = Rc::clone(&plan);
+        let home = Rc::clone(&home_left);
+        let mut cold = by_key_hash(partitioning, worker, how.keeps_unmatched(Side::Left));
+        route(
+            left.clone(),
+            "AmLeft",
+            move |key: &K, value: &L| match plan.class(key) {
+                None => cold(key, value),
+                Some(class) => main_route(class, Side::Left, how)
+                    .unwrap_or_else(|| Route::To(home(key, value))),
+            },
+        )
+    };
+    let main_right = {
+        let plan = Rc::clone(&plan);
+        let home = Rc::clone(&home_right);
+        let mut cold = by_key_hash(partitioning, worker, how.keeps_unmatched(Side::Right));
+        route(
+            right.clone(),
+            "AmRight",
+            move |key: &K, value: &R| match plan.class(key) {
+                None => cold(key, value),
+                Some(class) => main_route(class, Side::Right, how)
+                    .unwrap_or_else(|| Route::To(home(key, value))),
+            },
+        )
+    };
+    let shared = Rc::clone(&logic);
+    let mut output = partitioned_join(
+        main_left,
+        main_right,
+        how,
+        partitioning,
+        loads.clone(),
+        move |key, l, r, out| (shared.borrow_mut())(key, l, r, out),
+    );
+
+    // Hot in both: the grid of cells, joined as inner joins, in one round or with Tree-Join
+    // rounds for cells still larger than a leaf.
+    if how.emits_pairs() && !plan.grids.is_empty() {
+        let shared = Rc::clone(&logic);
+        let cell_logic =
+            move |cell_key: &(K, u32), l: Option<&L>, r: Option<&R>, out: &mut Vec<D>| {
+                (shared.borrow_mut())(&cell_key.0, l, r, out)
+            };
+        let cells = match tree {
+            None => {
+                let mut copy_left = grid_copies(Rc::clone(&plan), Side::Left, worker);
+                let grid_left =
+                    route_copies(left.clone(), "AmGridLeft", move |key: &K, _: &L, copies| {
+                        copy_left(key, copies)
+                    });
+                let mut copy_right = grid_copies(Rc::clone(&plan), Side::Right, worker);
+                let grid_right = route_copies(
+                    right.clone(),
+                    "AmGridRight",
+                    move |key: &K, _: &R, copies| copy_right(key, copies),
+                );
+                partitioned_join(
+                    grid_left,
+                    grid_right,
+                    JoinType::Inner,
+                    partitioning,
+                    loads.clone(),
+                    cell_logic,
+                )
+            }
+            Some((params, rounds)) => {
+                let mut copy_left = grid_copies(Rc::clone(&plan), Side::Left, worker);
+                let mut copies = Vec::new();
+                let grid_left = left.clone().flat_map(move |(key, value): (K, L)| {
+                    copy_left(&key, &mut copies);
+                    copies
+                        .drain(..)
+                        .map(|(_, cell_key)| (cell_key, value.clone()))
+                        .collect::<Vec<_>>()
+                });
+                let mut copy_right = grid_copies(Rc::clone(&plan), Side::Right, worker);
+                let mut copies = Vec::new();
+                let grid_right = right.clone().flat_map(move |(key, value): (K, R)| {
+                    copy_right(&key, &mut copies);
+                    copies
+                        .drain(..)
+                        .map(|(_, cell_key)| (cell_key, value.clone()))
+                        .collect::<Vec<_>>()
+                });
+                let placed = Rc::clone(&plan);
+                let place = move |cell_key: &(K, u32)| match placed.class(&cell_key.0) {
+                    Some(Class::Both(index)) => {
+                        Some(placed.grids[index as usize].cells[cell_key.1 as usize])
+                    }
+                    _ => None,
+                };
+                tree_join(
+                    grid_left,
+                    grid_right,
+                    JoinType::Inner,
+                    partitioning,
+                    params,
+                    place,
+                    loads.clone(),
+                    rounds,
+                    cell_logic,
+                )
+            }
+        };
+        output = output.concat(cells);
+    }
+
+    // Semi joins: matched-for-sure records of the semi side are emitted where they are read.
+    match how.semi_side() {
+        Some(Side::Left) => {
+            let plan = Rc::clone(&plan);
+            let shared = Rc::clone(&logic);
+            let emitted = emit_at_source(
+                left,
+                "AmSemiLeft",
+                loads,
+                move |key| emitted_at_source(plan.class(key), Side::Left, how),
+                home_left,
+                move |key, value, out| (shared.borrow_mut())(key, Some(value), None, out),
+            );
+            output = output.concat(emitted);
+        }
+        Some(Side::Right) => {
+            let plan = Rc::clone(&plan);
+            let shared = Rc::clone(&logic);
+            let emitted = emit_at_source(
+                right,
+                "AmSemiRight",
+                loads,
+                move |key| emitted_at_source(plan.class(key), Side::Right, how),
+                home_right,
+                move |key, value, out| (shared.borrow_mut())(key, None, Some(value), out),
+            );
+            output = output.concat(emitted);
+        }
+        None => {}
+    }
+    output
+}
+
+/// Emits the records `select` picks without moving them, counting each as an output row of its
+/// home partition.
+fn emit_at_source<'s, T, K, V, D>(
+    stream: StreamVec<'s, T, (K, V)>,
+    name: &str,
+    loads: LoadRecorder,
+    select: impl Fn(&K) -> bool + 'static,
+    home: Home<K, V>,
+    mut emit: impl FnMut(&K, &V, &mut Vec<D>) + 'static,
+) -> StreamVec<'s, T, D>
+where
+    T: Timestamp,
+    K: JoinKey,
+    V: ExchangeData,
+    D: Clone + 'static,
+{
+    stream.unary(Pipeline, name, move |_, _| {
+        let mut out = Vec::new();
+        move |input, output| {
+            input.for_each_stamp(|cap, data| {
+                let mut session = output.session(&cap);
+                for batch in data {
+                    for (key, value) in batch.iter() {
+                        if select(key) {
+                            emit(key, value, &mut out);
+                            loads.output(home(key, value), 1);
+                        }
+                    }
+                    if !out.is_empty() {
+                        session.give_container(&mut out);
+                        out.clear();
+                    }
+                }
+            });
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_shapes_follow_the_ratio() {
+        assert_eq!(grid_shape(2000, 2000, 8), (2, 4));
+        assert_eq!(grid_shape(2000, 2000, 9), (3, 3));
+        // Many more left records: more rows than columns.
+        let (rows, cols) = grid_shape(100_000, 1_000, 16);
+        assert!(rows > cols, "{rows}x{cols}");
+        // Never more rows than records.
+        assert_eq!(grid_shape(1, 50, 8).0, 1);
+        assert_eq!(grid_shape(1, 1, 8), (1, 1));
+    }
+
+    #[test]
+    fn a_single_hot_key_fills_every_partition_once() {
+        let partitioning = Partitioning::new(8, 2);
+        let plan = AmPlan::new(
+            vec![(7u64, 2000, 2000)],
+            &AmParams::default(),
+            &partitioning,
+            2000,
+            2000,
+        );
+        assert_eq!(plan.class(&7), Some(Class::Both(0)));
+        let grid = &plan.grids[0];
+        assert_eq!(grid.rows * grid.cols, 8);
+        let mut cells = grid.cells.clone();
+        cells.sort();
+        assert_eq!(cells, (0..8).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn forced_hot_sets_respect_the_counts() {
+        let partitioning = Partitioning::new(4, 2);
+        let stats = vec![(1u64, 5, 0), (2, 0, 5), (3, 5, 5)];
+        let plan = AmPlan::new(
+            stats.clone(),
+            &AmParams::forced(HotChoice::EveryKey),
+            &partitioning,
+            10,
+            10,
+        );
+        assert_eq!(plan.class(&1), Some(Class::HotOn(Side::Left)));
+        assert_eq!(plan.class(&2), Some(Class::HotOn(Side::Right)));
+        assert!(matches!(plan.class(&3), Some(Class::Both(_))));
+        let plan = AmPlan::new(
+            stats,
+            &AmParams::forced(HotChoice::EveryKeyRight),
+            &partitioning,
+            10,
+            10,
+        );
+        assert_eq!(plan.class(&1), None);
+        assert_eq!(plan.class(&3), Some(Class::HotOn(Side::Right)));
+    }
+}
