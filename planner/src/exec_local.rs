@@ -247,7 +247,12 @@ mod tests {
         let mut compared = 0;
         for spec in [&skewed, &independent] {
             for how in [JoinType::Inner, JoinType::Left, JoinType::RightAnti] {
-                for strategy in Strategy::CONCRETE {
+                // VPRP samples per worker (a stable hash of worker, record index and key), so its
+                // range table, and with it the partitioning, depends on W: it is left out here.
+                for strategy in Strategy::CONCRETE
+                    .into_iter()
+                    .filter(|s| !matches!(s, Strategy::Vprp | Strategy::VprpT))
+                {
                     for partitions in [1, 5, 8] {
                         let Some(job) = job(spec, how, strategy, partitions) else {
                             continue;
