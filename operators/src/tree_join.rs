@@ -363,10 +363,13 @@ fn entry_partition<K: JoinKey>(partitioning: &Partitioning, key: &K, spread: &mu
     }
 }
 
+/// An entry's arc and its records, gathered per (partition, key).
+type Gathered<L, R> = ((u64, u64), Vec<L>, Vec<R>);
+
 /// Merges round-0 singletons into one entry per (partition, key); NULL keys stay apart (a NULL
 /// matches nothing, not even another NULL).
 fn group<K: JoinKey, L, R>(entries: Vec<Entry<K, L, R>>) -> Vec<Entry<K, L, R>> {
-    let mut grouped: HashMap<(u32, K), ((u64, u64), Vec<L>, Vec<R>)> = HashMap::new();
+    let mut grouped: HashMap<(u32, K), Gathered<L, R>> = HashMap::new();
     let mut out = Vec::new();
     for (partition, key, arc, ls, rs) in entries {
         if key.is_null() {

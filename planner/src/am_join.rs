@@ -377,6 +377,9 @@ fn main_route(class: Class, side: Side, how: JoinType) -> Option<Route> {
     }
 }
 
+/// One cell copy of a record: its partition, and its key with the cell number.
+type CellCopy<K> = (u32, (K, u32));
+
 /// The cell copies of a record of `side`: `(partition, (key, cell))` for each cell of the row (a
 /// left record) or column (a right record) it picks. Rows and columns are picked round-robin per
 /// key, starting at the worker's index: even, and deterministic for a given input order.
@@ -384,7 +387,7 @@ fn grid_copies<K: JoinKey>(
     plan: Rc<AmPlan<K>>,
     side: Side,
     worker: usize,
-) -> impl FnMut(&K, &mut Vec<(u32, (K, u32))>) + 'static {
+) -> impl FnMut(&K, &mut Vec<CellCopy<K>>) + 'static {
     let mut next = vec![worker as u64; plan.grids.len()];
     move |key, copies| {
         if let Some(Class::Both(index)) = plan.class(key) {
