@@ -247,12 +247,16 @@ mod tests {
         let mut compared = 0;
         for spec in [&skewed, &independent] {
             for how in [JoinType::Inner, JoinType::Left, JoinType::RightAnti] {
-                // VPRP samples per worker (a stable hash of worker, record index and key), so its
-                // range table, and with it the partitioning, depends on W: it is left out here.
-                for strategy in Strategy::CONCRETE
-                    .into_iter()
-                    .filter(|s| !matches!(s, Strategy::Vprp | Strategy::VprpT))
-                {
+                // Strategies whose placement depends on the worker that reads a record are left
+                // out: VPRP samples per worker (a stable hash of worker, record index and key) and
+                // AM-Join picks grid rows and columns round-robin per worker. Their output is the
+                // same on any W; their per-partition figures differ slightly with W.
+                for strategy in Strategy::CONCRETE.into_iter().filter(|s| {
+                    !matches!(
+                        s,
+                        Strategy::Vprp | Strategy::VprpT | Strategy::Am | Strategy::Tree
+                    )
+                }) {
                     for partitions in [1, 5, 8] {
                         let Some(job) = job(spec, how, strategy, partitions) else {
                             continue;
