@@ -14,6 +14,7 @@
 //! input once while the sample completes. For programs that know the table when they build the
 //! dataflow, [`range_pact`] is the same routing as a `DistributorPact`.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
@@ -134,18 +135,76 @@ where
     )
 }
 
+/// What one worker's range routing saw: the table it routed by, and how many records (both sides
+/// together) it sent to each virtual range. Every worker plans the same table, so the actual
+/// weight of a virtual range over the whole run is the sum of the workers' counts.
+#[derive(Clone, Debug)]
+pub struct RangeObserver<K>(Rc<RefCell<RangeObservation<K>>>);
+
+/// The contents of a [`RangeObserver`].
+#[derive(Clone, Debug)]
+pub struct RangeObservation<K> {
+    /// The last table routed by (`None`: no records were routed by a planned table).
+    pub table: Option<Rc<RangeTable<K>>>,
+    /// Records sent to each virtual range of `table`.
+    pub routed: Vec<u64>,
+}
+
+impl<K> Default for RangeObserver<K> {
+    fn default() -> Self {
+        RangeObserver(Rc::new(RefCell::new(RangeObservation {
+            table: None,
+            routed: Vec::new(),
+        })))
+    }
+}
+
+impl<K> RangeObserver<K> {
+    /// A fresh observer.
+    pub fn new() -> RangeObserver<K> {
+        RangeObserver::default()
+    }
+
+    /// What was seen so far.
+    pub fn observation(&self) -> RangeObservation<K> {
+        let seen = self.0.borrow();
+        RangeObservation {
+            table: seen.table.clone(),
+            routed: seen.routed.clone(),
+        }
+    }
+
+    /// Adds `counts` (records per virtual range) routed by `table`.
+    fn record(&self, table: &Rc<RangeTable<K>>, counts: &[u64]) {
+        let mut seen = self.0.borrow_mut();
+        let same = seen
+            .table
+            .as_ref()
+            .is_some_and(|known| Rc::ptr_eq(known, table));
+        if !same {
+            seen.table = Some(Rc::clone(table));
+            seen.routed = vec![0; counts.len()];
+        }
+        for (total, count) in seen.routed.iter_mut().zip(counts) {
+            *total += count;
+        }
+    }
+}
+
 /// A time's records waiting for its table.
 type Held<T, K, V> = (Capability<T>, Vec<(K, V)>);
 
 /// Tags each record with the partition of its key's range, holding a time's records until that
 /// time's table has arrived on `tables`. NULL keys match nothing: they are spread round-robin
-/// over this worker's partitions when `keep_nulls`, and dropped otherwise.
+/// over this worker's partitions when `keep_nulls`, and dropped otherwise. The records routed to
+/// each virtual range are counted into `observer`.
 pub fn route_by_ranges<'s, T, K, V>(
     stream: StreamVec<'s, T, (K, V)>,
     tables: StreamVec<'s, T, Rc<RangeTable<K>>>,
     name: &str,
     partitioning: Partitioning,
     keep_nulls: bool,
+    observer: RangeObserver<K>,
 ) -> StreamVec<'s, T, Routed<K, V>>
 where
     T: Timestamp,
@@ -193,15 +252,20 @@ where
                 };
                 let (capability, batch) = held.swap_remove(index);
                 let mut session = output.session(&capability);
+                let mut counts = vec![0u64; table.partition_of_virtual.len()];
                 for (key, value) in batch {
                     if key.is_null() {
                         if keep_nulls {
                             session.give((Dest::partition(spread.next_partition()), (key, value)));
                         }
                     } else {
-                        session.give((Dest::partition(table.partition_of(&key)), (key, value)));
+                        let range = table.virtual_of(&key);
+                        counts[range as usize] += 1;
+                        let partition = table.partition_of_virtual[range as usize];
+                        session.give((Dest::partition(partition), (key, value)));
                     }
                 }
+                observer.record(&table, &counts);
             }
             // A table is needed while records of its time may still arrive.
             known.retain(|(time, _)| records_frontier.less_equal(time));

@@ -11,19 +11,18 @@ use std::rc::Rc;
 use skewjoin_operators::broadcast_join::broadcast_all;
 use skewjoin_operators::ib_join::{baseline_join, ib_join_routed, index_rule, TrackingMode};
 use skewjoin_operators::partitioned_join::partitioned_join;
-use skewjoin_operators::range_pact::{plan_tables, route_by_ranges};
+use skewjoin_operators::range_pact::{plan_tables, route_by_ranges, RangeObserver};
 use skewjoin_operators::route::{route, Route, Routed};
 use skewjoin_operators::sample::{sample_summaries, SampleConfig};
-use skewjoin_operators::tree_join::{tree_join, TreeRounds};
-use skewjoin_operators::{
-    JoinConfig, JoinKey, JoinType, LoadRecorder, Partitioning, ShuffleJoin, Side,
-};
+use skewjoin_operators::tree_join::tree_join;
+use skewjoin_operators::{JoinConfig, JoinKey, JoinType, Partitioning, ShuffleJoin, Side};
 use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
 use crate::am_join::{am_join, AmPlan};
+use crate::report::Observers;
 use crate::strategy::{Resolved, VprpSettings};
 use crate::vprp::{plan_ranges, RangeParams, DEFAULT_THETA};
 
@@ -32,7 +31,8 @@ pub type Home<K, V> = Rc<dyn Fn(&K, &V) -> u32>;
 
 /// Builds `resolved` over `left` and `right`, calling `logic(key, left, right, out)` for every
 /// output row. Strategies planned from key statistics (AM-Join) take their plan in `plan`, made
-/// by a statistics run before this dataflow is built (see [`crate::exec`]).
+/// by a statistics run before this dataflow is built (see [`crate::exec`]). The operators count
+/// their load and record their decisions (Tree-Join rounds, VPRP ranges) into `observers`.
 #[allow(clippy::too_many_arguments)]
 pub fn build_join<'s, T, K, L, R, D, F>(
     left: StreamVec<'s, T, (K, L)>,
@@ -42,7 +42,7 @@ pub fn build_join<'s, T, K, L, R, D, F>(
     partitioning: Partitioning,
     homes: (Home<K, L>, Home<K, R>),
     plan: Option<Rc<AmPlan<K>>>,
-    loads: LoadRecorder,
+    observers: &Observers<K>,
     logic: F,
 ) -> StreamVec<'s, T, D>
 where
@@ -54,6 +54,7 @@ where
     F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
 {
     let (home_left, home_right) = homes;
+    let loads = observers.loads.clone();
     match resolved {
         Resolved::Shuffle => {
             let config = JoinConfig::new()
@@ -78,8 +79,15 @@ where
         }
         Resolved::Vprp(settings) | Resolved::VprpT(settings) => {
             let separate_noise = matches!(resolved, Resolved::Vprp(_));
-            let (left, right) =
-                vprp_route(left, right, settings, separate_noise, how, partitioning);
+            let (left, right) = vprp_route(
+                left,
+                right,
+                settings,
+                separate_noise,
+                how,
+                partitioning,
+                &observers.ranges,
+            );
             partitioned_join(left, right, how, partitioning, loads, logic)
         }
         Resolved::Ib { small } => {
@@ -149,7 +157,7 @@ where
                 partitioning,
                 (home_left, home_right),
                 plan,
-                Some((tree, TreeRounds::new())),
+                Some((tree, observers.rounds.clone())),
                 loads,
                 logic,
             )
@@ -162,7 +170,7 @@ where
             tree,
             |_: &K| None,
             loads,
-            TreeRounds::new(),
+            observers.rounds.clone(),
             logic,
         ),
     }
@@ -183,6 +191,7 @@ fn vprp_route<'s, T, K, L, R>(
     separate_noise: bool,
     how: JoinType,
     partitioning: Partitioning,
+    observer: &RangeObserver<K>,
 ) -> RoutedPair<'s, T, K, L, R>
 where
     T: Timestamp,
@@ -213,6 +222,7 @@ where
             "VprpLeft",
             partitioning,
             how.keeps_unmatched(Side::Left),
+            observer.clone(),
         ),
         route_by_ranges(
             right,
@@ -220,6 +230,7 @@ where
             "VprpRight",
             partitioning,
             how.keeps_unmatched(Side::Right),
+            observer.clone(),
         ),
     )
 }

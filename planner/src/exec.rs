@@ -13,13 +13,15 @@ use std::time::{Duration, Instant};
 
 use skewjoin_operators::key_stats::{hot_keys, KeyCount, KeyCounts};
 use skewjoin_operators::{
-    JoinKey, JoinType, JoinedRow, LoadRecorder, LoadReport, Partitioning, Side,
+    JoinKey, JoinType, JoinedRow, LoadReport, PartitionLoad, Partitioning, Side,
 };
 use timely::dataflow::operators::{Input, Inspect, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
+use timely::worker::Worker;
 
-use crate::am_join::{AmParams, AmPlan, AmSummary};
+use crate::am_join::{AmParams, AmPlan};
 use crate::compose::{build_join, Home};
+use crate::report::{Observers, StrategyReport};
 use crate::strategy::Resolved;
 
 /// A row as it travels through a join: its row number and its hash (zero when the job has none).
@@ -57,6 +59,25 @@ pub struct JoinJob<K> {
     pub workers: usize,
 }
 
+impl<K> JoinJob<K> {
+    /// Checks what the executors rely on: row numbers fit in 32 bits, hashes for every row or
+    /// none, at least one partition.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if self.left.len() >= u32::MAX as usize || self.right.len() >= u32::MAX as usize {
+            return Err("an input has 2^32 rows or more; split it into several files".into());
+        }
+        if (!self.left_hashes.is_empty() && self.left_hashes.len() != self.left.len())
+            || (!self.right_hashes.is_empty() && self.right_hashes.len() != self.right.len())
+        {
+            return Err("row hashes must be given for every row or for none".into());
+        }
+        if self.partitions == 0 {
+            return Err("the partition count must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
 /// What a job produced.
 #[derive(Clone, Debug)]
 pub struct JobOutput<S> {
@@ -66,8 +87,8 @@ pub struct JobOutput<S> {
     pub summaries: Vec<S>,
     /// Wall time from the start of the workers to the end of the join (statistics included).
     pub elapsed: Duration,
-    /// What AM-Join's plan decided (`None` for other strategies).
-    pub am: Option<AmSummary>,
+    /// What the strategy decided: AM-Join's classes, Tree-Join's rounds, VPRP's ranges.
+    pub report: StrategyReport,
 }
 
 /// How many records a worker sends before it lets the dataflow run.
@@ -80,106 +101,130 @@ where
     S: PairSink,
     M: Fn(usize) -> S + Send + Sync + 'static,
 {
-    if job.left.len() >= u32::MAX as usize || job.right.len() >= u32::MAX as usize {
-        return Err("an input has 2^32 rows or more; split it into several files".into());
-    }
-    if (!job.left_hashes.is_empty() && job.left_hashes.len() != job.left.len())
-        || (!job.right_hashes.is_empty() && job.right_hashes.len() != job.right.len())
-    {
-        return Err("row hashes must be given for every row or for none".into());
-    }
-    if job.partitions == 0 || job.workers == 0 {
-        return Err("the partition and worker counts must be at least 1".into());
+    job.check()?;
+    if job.workers == 0 {
+        return Err("the worker count must be at least 1".into());
     }
     let partitions = job.partitions;
     let workers = job.workers;
     let start = Instant::now();
     let job = Arc::new(job);
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
-        let index = worker.index();
         let partitioning = Partitioning::new(job.partitions, worker.peers());
-        let loads = LoadRecorder::new();
-        let am_summary: RefCell<Option<AmSummary>> = RefCell::new(None);
-        let sink = Rc::new(RefCell::new(make_sink(index)));
-        let mut left_input = InputHandle::new();
-        let mut right_input = InputHandle::new();
-        let probe = ProbeHandle::new();
-        let left_rows = job.left.len() as u64;
-        let right_rows = job.right.len() as u64;
-        let plan = match job.resolved.needs_key_stats() {
-            Some(params) => Some(Rc::new(AmPlan::new(
-                key_statistics(worker, &job, &partitioning, &params),
-                &params,
-                &partitioning,
-                left_rows,
-                right_rows,
-            ))),
-            None => None,
-        };
-        if let Some(plan) = &plan {
-            *am_summary.borrow_mut() = Some(plan.summary().clone());
-        }
-        worker.dataflow::<u32, _, _>(|scope| {
-            let left = scope.input_from(&mut left_input);
-            let right = scope.input_from(&mut right_input);
-            let home_left: Home<K, RowRef> =
-                Rc::new(move |_, row| partitioning.partition_of_row(row.0 as u64, left_rows));
-            let home_right: Home<K, RowRef> =
-                Rc::new(move |_, row| partitioning.partition_of_row(row.0 as u64, right_rows));
-            let sink = Rc::clone(&sink);
-            build_join(
-                left,
-                right,
-                job.resolved,
-                job.how,
-                partitioning,
-                (home_left, home_right),
-                plan,
-                loads.clone(),
-                move |_key, l: Option<&RowRef>, r: Option<&RowRef>, _out: &mut Vec<()>| {
-                    sink.borrow_mut().emit(l, r)
-                },
-            )
-            .probe_with(&probe);
-        });
-
-        feed(worker, &job, &partitioning, |key, row, side| match side {
-            Side::Left => left_input.send((key, row)),
-            Side::Right => right_input.send((key, row)),
-        });
-        left_input.close();
-        right_input.close();
-        while !probe.done() {
-            worker.step();
-        }
-        let sink = Rc::try_unwrap(sink)
-            .map_err(|_| "the join's dataflow outlived the run".to_string())?
-            .into_inner();
-        Ok::<_, String>((loads.snapshot(), sink.finish()?, am_summary.into_inner()))
+        let sink = make_sink(worker.index());
+        run_worker(worker, &job, partitioning, sink)
     })?;
 
     let mut loads = LoadReport::new(partitions);
     let mut summaries = Vec::with_capacity(workers);
-    let mut am = None;
+    let mut report = StrategyReport::default();
     for result in guards.join() {
-        let (snapshot, summary, plan_summary) = result??;
-        loads.add(&snapshot);
-        summaries.push(summary);
-        // Every worker made the same plan; keep one.
-        am = am.or(plan_summary);
+        let output = result??;
+        loads.add(&output.loads);
+        summaries.push(output.summary);
+        report.merge(output.report);
     }
     Ok(JobOutput {
         loads,
         summaries,
         elapsed: start.elapsed(),
-        am,
+        report,
+    })
+}
+
+/// What one worker's part of a job produced.
+pub(crate) struct WorkerOutput<S> {
+    /// The load of the partitions it hosts.
+    pub loads: Vec<(u32, PartitionLoad)>,
+    /// Its sink's summary.
+    pub summary: S,
+    /// What it saw of the strategy's decisions.
+    pub report: StrategyReport,
+}
+
+/// One worker's part of `job`, the same natively and in the browser: the key statistics phase
+/// when the strategy plans from counts, then the join dataflow, fed with this worker's share of
+/// the rows and stepped until it is done.
+pub(crate) fn run_worker<K, S>(
+    worker: &mut Worker,
+    job: &JoinJob<K>,
+    partitioning: Partitioning,
+    sink: S,
+) -> Result<WorkerOutput<S::Summary>, String>
+where
+    K: JoinKey,
+    S: PairSink,
+{
+    let observers = Observers::new();
+    let sink = Rc::new(RefCell::new(sink));
+    let mut left_input = InputHandle::new();
+    let mut right_input = InputHandle::new();
+    let probe = ProbeHandle::new();
+    let left_rows = job.left.len() as u64;
+    let right_rows = job.right.len() as u64;
+    // AM-Join and Tree-Join plan from exact key counts, a first dataflow of their own.
+    let plan = job.resolved.needs_key_stats().map(|params| {
+        Rc::new(AmPlan::new(
+            key_statistics(worker, job, &partitioning, &params),
+            &params,
+            &partitioning,
+            left_rows,
+            right_rows,
+        ))
+    });
+    let am_summary = plan.as_ref().map(|plan| plan.summary().clone());
+    worker.dataflow::<u32, _, _>(|scope| {
+        let left = scope.input_from(&mut left_input);
+        let right = scope.input_from(&mut right_input);
+        let home_left: Home<K, RowRef> =
+            Rc::new(move |_, row| partitioning.partition_of_row(row.0 as u64, left_rows));
+        let home_right: Home<K, RowRef> =
+            Rc::new(move |_, row| partitioning.partition_of_row(row.0 as u64, right_rows));
+        let sink = Rc::clone(&sink);
+        build_join(
+            left,
+            right,
+            job.resolved,
+            job.how,
+            partitioning,
+            (home_left, home_right),
+            plan,
+            &observers,
+            move |_key, l: Option<&RowRef>, r: Option<&RowRef>, _out: &mut Vec<()>| {
+                sink.borrow_mut().emit(l, r)
+            },
+        )
+        .probe_with(&probe);
+    });
+
+    feed(worker, job, &partitioning, |key, row, side| match side {
+        Side::Left => left_input.send((key, row)),
+        Side::Right => right_input.send((key, row)),
+    });
+    left_input.close();
+    right_input.close();
+    while !probe.done() {
+        worker.step();
+    }
+    // Drop the finished dataflows, and with them their handles on the sink, rather than step
+    // until timely tears them down (which a dataflow with a loop may never let happen on its own).
+    for dataflow in worker.installed_dataflows() {
+        worker.drop_dataflow(dataflow);
+    }
+    let sink = Rc::try_unwrap(sink)
+        .map_err(|_| "the join's dataflow outlived the run".to_string())?
+        .into_inner();
+    Ok(WorkerOutput {
+        loads: observers.loads.snapshot(),
+        summary: sink.finish()?,
+        report: observers.report(&job.resolved, am_summary),
     })
 }
 
 /// Feeds this worker's share of the job, partition by partition (row `i`'s home is
 /// `partition_of_row(i, n)`), to `send(key, row, side)`, letting the dataflows run every so often.
 pub(crate) fn feed<K: JoinKey>(
-    worker: &mut timely::worker::Worker,
+    worker: &mut Worker,
     job: &JoinJob<K>,
     partitioning: &Partitioning,
     mut send: impl FnMut(K, RowRef, Side),
@@ -205,7 +250,7 @@ pub(crate) fn feed<K: JoinKey>(
 /// AM-Join's first phase, a dataflow of its own: exact key counts of both inputs, and the keys
 /// above the statistics thresholds with both counts, as every worker receives them.
 pub(crate) fn key_statistics<K: JoinKey>(
-    worker: &mut timely::worker::Worker,
+    worker: &mut Worker,
     job: &JoinJob<K>,
     partitioning: &Partitioning,
     params: &AmParams,

@@ -31,20 +31,14 @@
 //! assert_eq!(output.loads.total_output(), 2);
 //! ```
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
 use skewjoin_operators::hash::pair_checksum;
-use skewjoin_operators::{JoinKey, LoadRecorder, LoadReport, Partitioning, Side};
+use skewjoin_operators::{JoinKey, LoadReport, Partitioning};
 use timely::communication::allocator::{Allocator, Thread};
-use timely::dataflow::operators::{Input, Probe};
-use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 use timely::WorkerConfig;
 
-use crate::am_join::AmPlan;
-use crate::compose::{build_join, Home};
-use crate::exec::{feed, key_statistics, JoinJob, PairSink, RowRef};
+use crate::exec::{run_worker, JoinJob, PairSink, RowRef};
+use crate::report::StrategyReport;
 
 /// What a single-worker run produced.
 #[derive(Clone, Debug)]
@@ -53,6 +47,8 @@ pub struct LocalOutput<S> {
     pub loads: LoadReport,
     /// The sink's summary.
     pub summary: S,
+    /// What the strategy decided: AM-Join's classes, Tree-Join's rounds, VPRP's ranges.
+    pub report: StrategyReport,
 }
 
 /// Runs `job` on one worker hosting all `job.partitions` partitions, feeding every output row to
@@ -62,17 +58,7 @@ where
     K: JoinKey,
     S: PairSink,
 {
-    if job.left.len() >= u32::MAX as usize || job.right.len() >= u32::MAX as usize {
-        return Err("an input has 2^32 rows or more".into());
-    }
-    if (!job.left_hashes.is_empty() && job.left_hashes.len() != job.left.len())
-        || (!job.right_hashes.is_empty() && job.right_hashes.len() != job.right.len())
-    {
-        return Err("row hashes must be given for every row or for none".into());
-    }
-    if job.partitions == 0 {
-        return Err("the partition count must be at least 1".into());
-    }
+    job.check()?;
 
     // No timer: `Some(Instant::now())` is what `execute_directly` passes, and it panics in the
     // browser. Without one, timely keeps no logging registry and schedules no delayed activations,
@@ -82,78 +68,13 @@ where
         Allocator::Thread(Thread::default()),
         None,
     );
-    let partitioning = Partitioning::new(job.partitions, 1);
-    let loads = LoadRecorder::new();
-    let sink = Rc::new(RefCell::new(sink));
-    let mut left_input = InputHandle::new();
-    let mut right_input = InputHandle::new();
-    let probe = ProbeHandle::new();
-    let left_rows = job.left.len() as u64;
-    let right_rows = job.right.len() as u64;
-    // AM-Join and Tree-Join plan from exact key counts, a first dataflow of their own.
-    let plan = job.resolved.needs_key_stats().map(|params| {
-        Rc::new(AmPlan::new(
-            key_statistics(&mut worker, job, &partitioning, &params),
-            &params,
-            &partitioning,
-            left_rows,
-            right_rows,
-        ))
-    });
-    worker.dataflow::<u32, _, _>(|scope| {
-        let left = scope.input_from(&mut left_input);
-        let right = scope.input_from(&mut right_input);
-        let home_left: Home<K, RowRef> =
-            Rc::new(move |_, row| partitioning.partition_of_row(row.0 as u64, left_rows));
-        let home_right: Home<K, RowRef> =
-            Rc::new(move |_, row| partitioning.partition_of_row(row.0 as u64, right_rows));
-        let sink = Rc::clone(&sink);
-        build_join(
-            left,
-            right,
-            job.resolved,
-            job.how,
-            partitioning,
-            (home_left, home_right),
-            plan,
-            loads.clone(),
-            move |_key, l: Option<&RowRef>, r: Option<&RowRef>, _out: &mut Vec<()>| {
-                sink.borrow_mut().emit(l, r)
-            },
-        )
-        .probe_with(&probe);
-    });
-
-    // The same feeding order as a native worker: partition by partition, left then right, so
-    // that a partition's rows enter from the worker hosting it (here, the only one).
-    feed(
-        &mut worker,
-        job,
-        &partitioning,
-        |key, row, side| match side {
-            Side::Left => left_input.send((key, row)),
-            Side::Right => right_input.send((key, row)),
-        },
-    );
-    left_input.close();
-    right_input.close();
-    // `step` parks for zero time, which returns without looking at a clock.
-    while !probe.done() {
-        worker.step();
-    }
-    // Dropping the worker drops its dataflows and so their handles on the sink, without stepping
-    // until timely tears the finished dataflow down (which a dataflow with a loop may never let
-    // happen on its own).
-    drop(worker);
-
-    let sink = Rc::try_unwrap(sink)
-        .map_err(|_| "the join's dataflow outlived the run".to_string())?
-        .into_inner();
-    let mut report = LoadReport::new(job.partitions);
-    report.add(&loads.snapshot());
+    let output = run_worker(&mut worker, job, Partitioning::new(job.partitions, 1), sink)?;
+    let mut loads = LoadReport::new(job.partitions);
+    loads.add(&output.loads);
     Ok(LocalOutput {
-        loads: report,
-        summary: sink.finish()?,
+        loads,
+        summary: output.summary,
+        report: output.report,
     })
 }
 

@@ -7,6 +7,7 @@
 //! - [`exec`]: runs a planned join over in-memory keys on timely worker threads;
 //! - [`vprp`]: VPRP's range planning from key samples;
 //! - [`exec_local`]: runs the same dataflow on one hand-stepped worker (the browser build);
+//! - [`report`]: what a run reports of its strategy's decisions (classes, rounds, ranges);
 //! - [`row_hash`]: the runtime's row hashes of generated tables, computed without Arrow;
 //! - [`datagen`]: deterministic skewed inputs, the same natively and in the browser.
 
@@ -16,6 +17,7 @@ pub mod cost;
 pub mod datagen;
 pub mod exec;
 pub mod exec_local;
+pub mod report;
 pub mod row_hash;
 pub mod strategy;
 pub mod vprp;

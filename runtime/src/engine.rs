@@ -16,8 +16,8 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use skewjoin_operators::hash::pair_checksum;
 use skewjoin_operators::{JoinType, Key, LoadReport};
-use skewjoin_planner::am_join::AmSummary;
 use skewjoin_planner::exec::{execute, JoinJob, PairSink, RowRef};
+use skewjoin_planner::report::StrategyReport;
 use skewjoin_planner::Resolved;
 
 use crate::error::{Error, Result};
@@ -70,8 +70,8 @@ pub struct RunReport {
     pub loads: LoadReport,
     /// Wall time of the join itself (not reading inputs).
     pub elapsed: Duration,
-    /// AM-Join's key classes and grids, when AM-Join ran.
-    pub am: Option<AmSummary>,
+    /// The strategy's decisions: AM-Join's classes, Tree-Join's rounds, VPRP's ranges.
+    pub strategy_report: StrategyReport,
 }
 
 /// Output rows gathered per worker before they are turned into an Arrow batch and written.
@@ -239,6 +239,6 @@ pub fn run(
         checksum,
         loads: result.loads,
         elapsed: result.elapsed,
-        am: result.am,
+        strategy_report: result.report,
     })
 }

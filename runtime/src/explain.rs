@@ -160,8 +160,11 @@ impl Plan {
         if let Some(m) = &self.measured {
             let _ = writeln!(
                 out,
-                "measured: {} output rows, checksum {}, join {:.3}s",
-                m.output_rows, m.checksum, m.elapsed_seconds
+                "measured: {} output rows, checksum {}, join {:.3}s{}",
+                m.output_rows,
+                m.checksum,
+                m.elapsed_seconds,
+                m.strategy_lines()
             );
         }
         out

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use skewjoin_operators::PartitionLoad;
 
-use skewjoin_planner::am_join::AmSummary;
+use skewjoin_planner::report::StrategyReport;
 
 use crate::engine::RunReport;
 
@@ -43,10 +43,12 @@ pub struct Metrics {
     pub output_imbalance: f64,
     /// Max over mean of peak records held.
     pub peak_imbalance: f64,
-    /// AM-Join only: hot key counts per class (left only, right only, both), records of each
-    /// side per class, and the grids of the hottest keys.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub am: Option<AmSummary>,
+    /// What the strategy decided, where it applies: `am` (AM-Join and Tree-Join: hot key counts
+    /// per class, records of each side per class, the grids of the hottest keys), `tree_rounds`
+    /// (Tree-Join) and `ranges` (VPRP: boundaries, and each virtual range's partition, planned
+    /// and actual weight).
+    #[serde(flatten)]
+    pub strategy_report: StrategyReport,
 }
 
 /// Formats a checksum the way metrics and summaries show it.
@@ -85,7 +87,7 @@ impl Metrics {
             input_imbalance: report.loads.input_imbalance(),
             output_imbalance: report.loads.output_imbalance(),
             peak_imbalance: report.loads.peak_imbalance(),
-            am: report.am.clone(),
+            strategy_report: report.strategy_report.clone(),
         }
     }
 
@@ -115,15 +117,31 @@ impl Metrics {
             input = self.input_imbalance,
             output = self.output_imbalance,
             peak = self.peak_imbalance,
-        ) + &self
-            .am
-            .as_ref()
-            .map(|am| {
-                format!(
-                    "\nAM-Join hot keys: {} left only, {} right only, {} both; largest grids (left x right records -> rows x cols): {:?}",
-                    am.hot_left_only, am.hot_right_only, am.hot_both, am.largest_grids
-                )
-            })
-            .unwrap_or_default()
+        ) + &self.strategy_lines()
+    }
+
+    /// The summary lines of what the strategy decided.
+    pub fn strategy_lines(&self) -> String {
+        let report = &self.strategy_report;
+        let mut lines = String::new();
+        if let Some(am) = &report.am {
+            lines += &format!(
+                "\nAM-Join hot keys: {} left only, {} right only, {} both; largest grids (left x right records -> rows x cols): {:?}",
+                am.hot_left_only, am.hot_right_only, am.hot_both, am.largest_grids
+            );
+        }
+        if let Some(rounds) = report.tree_rounds {
+            lines += &format!("\nTree-Join rounds: {rounds}");
+        }
+        if let Some(ranges) = &report.ranges {
+            let actual = ranges.virtual_ranges.iter().map(|r| r.actual_records);
+            lines += &format!(
+                "\nVPRP ranges: {} virtual ranges in {} key runs; records per virtual range max/mean {:.2}",
+                ranges.virtual_ranges.len(),
+                ranges.virtual_of_run.len(),
+                skewjoin_operators::load::imbalance(actual),
+            );
+        }
+        lines
     }
 }

@@ -757,6 +757,42 @@ fn metrics_describe_the_run() {
     assert_eq!(metrics["checksum"], run.stdout_field("checksum"));
     // The broadcast side reaches every partition, the other side one partition per record.
     assert_eq!(check_partitions(&metrics, 5), left_rows + 5 * right_rows);
+    assert!(metrics.get("ranges").is_none() && metrics.get("tree_rounds").is_none());
+
+    // VPRP's range table: 2 virtual ranges per partition, round-robin, every record routed once.
+    let run = join("inner", "vprp");
+    let metrics = read_metrics(&dir.path().join("m.json"));
+    assert_eq!(metrics["checksum"], run.stdout_field("checksum"));
+    let ranges = metrics["ranges"]["virtual_ranges"].as_array().unwrap();
+    assert_eq!(ranges.len(), 10, "{metrics}");
+    let mut routed = 0;
+    for (index, range) in ranges.iter().enumerate() {
+        assert_eq!(u64_field(range, "partition"), index as u64 % 5);
+        routed += u64_field(range, "actual_records");
+    }
+    assert_eq!(routed, left_rows + right_rows);
+    assert_eq!(check_partitions(&metrics, 5), routed);
+    let runs = metrics["ranges"]["virtual_of_run"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(
+        runs,
+        metrics["ranges"]["boundaries"].as_array().unwrap().len() + 1
+    );
+    assert!(
+        run.stderr.contains("VPRP ranges: 10 virtual ranges"),
+        "{}",
+        run.stderr
+    );
+
+    // Tree-Join's rounds and AM-Join's classes.
+    let run = join("full", "tree");
+    let metrics = read_metrics(&dir.path().join("m.json"));
+    assert_eq!(u64_field(&metrics, "output_rows"), counts["full"]);
+    assert!(u64_field(&metrics, "tree_rounds") >= 1, "{metrics}");
+    assert!(metrics["am"]["hot_both"].as_u64().is_some(), "{metrics}");
+    assert!(run.stderr.contains("Tree-Join rounds: "), "{}", run.stderr);
 
     assert_eq!(
         listing(dir.path()),
