@@ -41,6 +41,8 @@ const MIME = {
 };
 
 let server, origin, context, page, workdir;
+// The page's answer for every strategy on DATA, kept for the tests after the one that runs it.
+let allStrategies;
 const requests = [];
 const problems = [];
 
@@ -154,6 +156,7 @@ test("per-partition figures on the page equal skewjoin join --metrics", async ()
     partitions: PARTITIONS, how: HOW, strategy: "all",
   });
   const { response } = await runOnPage();
+  allStrategies = response;
   assert.equal(response.request.partitions, PARTITIONS);
   const checksums = new Set();
   for (const strategy of COMPARED) {
@@ -194,6 +197,49 @@ test("per-partition figures on the page equal skewjoin join --metrics", async ()
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert.ok(overflow <= 0, `the page is ${overflow}px wider than a 390px screen`);
   await page.setViewportSize({ width: 1280, height: 900 });
+});
+
+test("the page shows Tree-Join's rounds, AM-Join's key classes and VPRP's range map", async () => {
+  assert.ok(allStrategies, "the comparison test ran first");
+  const ran = (strategy) => {
+    const run = allStrategies.runs.find((r) => r.requested === strategy);
+    assert.ok(run && !run.error, `${strategy} ran on the page`);
+    return run;
+  };
+  const card = (strategy) => `#results article[data-strategy="${strategy}"]`;
+
+  // Rounds and classes come from exact key counts, so the native run agrees for any W.
+  const tree = ran("tree");
+  const nativeTree = nativeMetrics("tree");
+  assert.ok(Number.isInteger(nativeTree.tree_rounds) && nativeTree.tree_rounds >= 1);
+  assert.equal(tree.tree_rounds, nativeTree.tree_rounds);
+  assert.equal(await page.$eval(`${card("tree")} dd.tree-rounds`, (el) => el.textContent), String(nativeTree.tree_rounds));
+
+  const am = ran("am");
+  const nativeAm = nativeMetrics("am");
+  assert.deepEqual(am.am, nativeAm.am);
+  assert.ok(nativeAm.am.hot_both > 0, "the workload has keys hot on both sides");
+  const rows = await page.$$eval(`${card("am")} table.classes tr`, (trs) =>
+    trs.slice(1).map((tr) => [...tr.children].map((cell) => cell.textContent)));
+  assert.equal(rows.length, 4);
+  const shownCount = (text) => Number(text.replaceAll(",", ""));
+  assert.equal(shownCount(rows[2][1]), nativeAm.am.hot_both);
+  const classRows = rows.map((row) => shownCount(row[2]));
+  assert.equal(classRows.reduce((a, b) => a + b, 0), DATA.left_rows, "the classes hold every left row");
+
+  // VPRP samples per worker, so its ranges depend on W: check the map's shape and totals.
+  const vprp = ran("vprp");
+  const ranges = vprp.ranges.virtual_ranges;
+  assert.equal(ranges.length, 2 * PARTITIONS);
+  ranges.forEach((range, index) => assert.equal(range.partition, index % PARTITIONS));
+  const routed = ranges.reduce((a, r) => a + r.actual_records, 0);
+  assert.equal(routed, DATA.left_rows + DATA.right_rows);
+  const received = vprp.per_partition.reduce((a, p) => a + p.input_records, 0);
+  assert.equal(routed, received);
+  assert.equal(await page.$$eval(`${card("vprp")} canvas`, (cs) => cs.length), 3);
+  assert.equal(await page.$$eval(`${card("shuffle")} table.classes`, (ts) => ts.length), 0);
+  await page.locator(card("am")).screenshot({ path: join(out, "am-classes.png") });
+  await page.locator(card("vprp")).screenshot({ path: join(out, "vprp-ranges.png") });
 });
 
 test("a 100,000-row-per-side join renders (timed)", async () => {

@@ -23,6 +23,7 @@ use skewjoin_operators::{JoinType, Key, PartitionLoad};
 use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
 use skewjoin_planner::exec::JoinJob;
 use skewjoin_planner::exec_local::{execute_local, CountSink};
+use skewjoin_planner::report::StrategyReport;
 use skewjoin_planner::row_hash::table_row_hashes;
 use skewjoin_planner::{choose, PlanInputs, Resolved, Strategy};
 use wasm_bindgen::prelude::*;
@@ -144,6 +145,10 @@ pub struct RunMetrics {
     pub output_imbalance: f64,
     /// Max over mean of peak records held.
     pub peak_imbalance: f64,
+    /// What the strategy decided, under the names `--metrics` uses: `am` (AM-Join's key classes
+    /// and largest grids), `tree_rounds` (Tree-Join), `ranges` (VPRP's range table).
+    #[serde(flatten)]
+    pub strategy_report: StrategyReport,
 }
 
 /// A strategy's outcome: it ran, or it cannot compute this join type.
@@ -314,6 +319,7 @@ pub fn run_request(request: &DemoRequest) -> Result<DemoResponse, String> {
             input_imbalance: loads.input_imbalance(),
             output_imbalance: loads.output_imbalance(),
             peak_imbalance: loads.peak_imbalance(),
+            strategy_report: output.report,
         })));
     }
     Ok(DemoResponse {
@@ -457,5 +463,40 @@ mod tests {
         assert!(run["per_partition"][0]["input_records"].as_u64().is_some());
         assert_eq!(run["checksum"].as_str().unwrap().len(), 16);
         assert_eq!(value["request"]["seed"], 42);
+    }
+
+    /// The page draws Tree-Join's rounds, AM-Join's key classes and VPRP's range map from these.
+    #[test]
+    fn each_strategy_reports_its_decisions() {
+        let response = run_request(&DemoRequest {
+            strategies: vec!["tree".into(), "am".into(), "vprp".into(), "shuffle".into()],
+            ..small()
+        })
+        .unwrap();
+        let runs: Vec<&RunMetrics> = response
+            .runs
+            .iter()
+            .map(|run| match run {
+                RunOutcome::Ran(metrics) => metrics.as_ref(),
+                RunOutcome::Refused { error, .. } => panic!("{error}"),
+            })
+            .collect();
+        let (tree, am, vprp, shuffle) = (runs[0], runs[1], runs[2], runs[3]);
+        assert!(tree.strategy_report.tree_rounds.is_some_and(|r| r >= 1));
+        let classes = am.strategy_report.am.as_ref().expect("AM-Join's classes");
+        // Left skew 1.2 on 4,000 rows over 500 keys: some key is hot on the left.
+        assert!(classes.hot_left_only + classes.hot_both > 0);
+        assert!(classes.left_records.iter().sum::<u64>() <= 4000);
+        let ranges = vprp.strategy_report.ranges.as_ref().expect("VPRP's ranges");
+        assert_eq!(ranges.virtual_ranges.len(), 2 * 8);
+        let routed: u64 = ranges.virtual_ranges.iter().map(|r| r.actual_records).sum();
+        assert_eq!(routed, 4000 + 3000);
+        assert_eq!(shuffle.strategy_report, StrategyReport::default());
+
+        let value: serde_json::Value = serde_json::to_value(&response).unwrap();
+        assert!(value["runs"][0]["tree_rounds"].as_u64().is_some());
+        assert!(value["runs"][1]["am"]["hot_both"].as_u64().is_some());
+        assert!(value["runs"][2]["ranges"]["virtual_ranges"][0]["partition"].is_u64());
+        assert!(value["runs"][3].get("ranges").is_none());
     }
 }

@@ -123,6 +123,89 @@ function barChart(canvas, title, values) {
   });
 }
 
+// Distinct colours for partitions in the VPRP range map (cycled past twelve partitions).
+const PALETTE = [
+  "#2f6fdb", "#e07b22", "#2e9e5b", "#b8418f", "#7a5cd6", "#c8a21d",
+  "#1f9bb0", "#c8372d", "#5f7d2a", "#8a5a44", "#d45f9a", "#4b5a78",
+];
+
+// AM-Join's key classes: how many keys and records of each side went to each route. Cold keys
+// (and NULLs) are whatever the hot classes leave.
+function amClasses(run) {
+  const am = run.am;
+  const left = am.left_records, right = am.right_records;
+  const sum = (list) => list.reduce((a, b) => a + b, 0);
+  const rows = [
+    ["hot on the left only", am.hot_left_only, left[0], right[0], "left stays, right's rows broadcast"],
+    ["hot on the right only", am.hot_right_only, left[1], right[1], "right stays, left's rows broadcast"],
+    ["hot on both", am.hot_both, left[2], right[2], run.tree_rounds ? "grid cells, then Tree-Join" : "grid cells"],
+    ["cold or NULL", "rest", run.left_rows - sum(left), run.right_rows - sum(right), "Shuffle-Join"],
+  ];
+  const table = element("table", { class: "classes", "data-testid": "am-classes" });
+  table.append(element("caption", {}, "AM-Join key classes"));
+  const head = element("tr");
+  for (const name of ["class", "keys", "left rows", "right rows", "route"]) head.append(element("th", { scope: "col" }, name));
+  table.append(head);
+  for (const [name, keys, l, r, route] of rows) {
+    const tr = element("tr");
+    tr.append(
+      element("th", { scope: "row" }, name),
+      element("td", {}, typeof keys === "number" ? nf.format(keys) : keys),
+      element("td", {}, nf.format(l)),
+      element("td", {}, nf.format(r)),
+      element("td", {}, route),
+    );
+    table.append(tr);
+  }
+  const box = element("div", { class: "table-box" });
+  box.append(table);
+  if (am.largest_grids.length > 0) {
+    const grids = am.largest_grids
+      .map(([l, r, rowsOf, cols]) => `${nf.format(l)} × ${nf.format(r)} rows → ${rowsOf} × ${cols} cells`)
+      .join("; ");
+    box.append(element("p", { class: "note" }, `Largest keys hot on both sides: ${grids}.`));
+  }
+  return box;
+}
+
+// VPRP's range map: one bar per virtual range, coloured by the partition it is mapped to, with
+// the records the sample planned for it beside those it received.
+function rangeChart(canvas, run) {
+  const ranges = run.ranges.virtual_ranges;
+  const planned = ranges.reduce((a, r) => a + r.planned_weight, 0);
+  const actual = ranges.reduce((a, r) => a + r.actual_records, 0);
+  const scale = planned > 0 ? actual / planned : 0;
+  return new Chart(canvas, {
+    data: {
+      labels: ranges.map((r, i) => `v${i}→p${r.partition}`),
+      datasets: [
+        {
+          type: "bar", label: "records received", order: 2,
+          data: ranges.map((r) => r.actual_records),
+          backgroundColor: ranges.map((r) => PALETTE[r.partition % PALETTE.length]),
+        },
+        {
+          type: "line", label: "planned from the sample", order: 1,
+          data: ranges.map((r) => r.planned_weight * scale),
+          borderColor: "#1d2330", borderWidth: 1.5, pointRadius: 2, showLine: false,
+        },
+      ],
+    },
+    options: {
+      animation: false,
+      maintainAspectRatio: false,
+      plugins: {
+        title: { display: true, text: `VPRP ranges: virtual range → partition (${ranges.length} ranges, ${run.ranges.virtual_of_run.length} key runs)` },
+        legend: { display: true, labels: { boxWidth: 12 } },
+      },
+      scales: {
+        x: { title: { display: true, text: "virtual range → partition (colour: partition)" } },
+        y: { beginAtZero: true, ticks: { callback: (v) => nf.format(v) } },
+      },
+    },
+  });
+}
+
 function renderRun(run, expectedRows) {
   const card = element("article", { class: "run", "data-strategy": run.requested });
   if (run.error) {
@@ -146,6 +229,7 @@ function renderRun(run, expectedRows) {
     ["input max/mean", fixed2(run.input_imbalance)],
     ["output max/mean", fixed2(run.output_imbalance)],
     ["peak held max/mean", fixed2(run.peak_imbalance)],
+    ...(run.tree_rounds !== undefined ? [["Tree-Join rounds", String(run.tree_rounds), "tree-rounds"]] : []),
   ]));
   const series = [
     ["input records received", run.per_partition.map((p) => p.input_records)],
@@ -157,6 +241,14 @@ function renderRun(run, expectedRows) {
     box.append(canvas);
     card.append(box);
     charts.push(() => barChart(canvas, title, values));
+  }
+  if (run.am) card.append(amClasses(run));
+  if (run.ranges && run.ranges.virtual_ranges.length > 0) {
+    const box = element("div", { class: "chart range-map" });
+    const canvas = element("canvas", { role: "img", "aria-label": `${run.strategy}: records per virtual range, coloured by partition` });
+    box.append(canvas);
+    card.append(box);
+    charts.push(() => rangeChart(canvas, run));
   }
   return card;
 }
