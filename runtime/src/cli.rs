@@ -101,7 +101,7 @@ pub struct JoinArgs {
     #[arg(long, default_value_t = 1_000_000)]
     pub broadcast_limit: u64,
     /// AM-Join and tree: a key is hot on a side above this many thousandths of one partition's
-    /// share of that side's rows (default 20).
+    /// share of that side's rows (default 5).
     #[arg(long)]
     pub hot_per_mille: Option<u32>,
     /// Tree-Join (tree, tree-basic): leaf size c, the most records of each side a leaf holds
