@@ -82,9 +82,20 @@ pub struct AmParams {
     pub cells_per_partition: u32,
     /// The most cells one key is unravelled into; 0 means P.
     pub max_cells: u32,
+    /// The broadcast budget: every partition receives every broadcast record, so the
+    /// one-side-hot classes together may broadcast at most this many thousandths of one
+    /// partition's fair share of the input (`(left + right) / P` records). Beyond it, the keys
+    /// with the most records to broadcast move to the hot-in-both class (a grid, which copies a
+    /// record to one row or column of cells, not to every partition). Applies to detected hot
+    /// sets only: forced ones are taken as given.
+    pub broadcast_per_mille: u32,
     /// Detected or forced hot sets.
     pub hot: HotChoice,
 }
+
+/// The default broadcast budget of AM-Join's one-side-hot classes: a tenth of a partition's share
+/// of the input, so broadcasting adds at most 10% to any partition's input.
+pub const DEFAULT_BROADCAST_PER_MILLE: u32 = 100;
 
 impl Default for AmParams {
     fn default() -> Self {
@@ -93,6 +104,7 @@ impl Default for AmParams {
             thresholds: None,
             cells_per_partition: 4,
             max_cells: 0,
+            broadcast_per_mille: DEFAULT_BROADCAST_PER_MILLE,
             hot: HotChoice::Detect,
         }
     }
@@ -177,8 +189,11 @@ pub struct AmSummary {
     pub hot_left_only: u64,
     /// Keys hot on the right only.
     pub hot_right_only: u64,
-    /// Keys hot on both sides.
+    /// Keys hot on both sides (those moved by the broadcast budget included).
     pub hot_both: u64,
+    /// Keys hot on one side only that the broadcast budget moved to the grid class.
+    #[serde(default)]
+    pub moved_to_grid: u64,
     /// Records of the left input in the hot-left-only, hot-right-only and hot-both classes.
     pub left_records: [u64; 3],
     /// The same for the right input.
@@ -203,6 +218,7 @@ impl<K: JoinKey> AmPlan<K> {
         let detected = params.stats_thresholds(left_rows, right_rows, partitions);
         let mut classes = HashMap::new();
         let mut both = Vec::new();
+        let mut one_side = Vec::new();
         let mut summary = AmSummary::default();
         for (key, l, r) in stats {
             let (hot_l, hot_r) = match params.hot {
@@ -217,20 +233,51 @@ impl<K: JoinKey> AmPlan<K> {
             let (hot_l, hot_r) = (hot_l && l > 0, hot_r && r > 0);
             match (hot_l, hot_r) {
                 (true, true) => both.push((key, l, r)),
-                (true, false) => {
-                    summary.hot_left_only += 1;
-                    summary.left_records[0] += l;
-                    summary.right_records[0] += r;
-                    classes.insert(key, Class::HotOn(Side::Left));
-                }
-                (false, true) => {
-                    summary.hot_right_only += 1;
-                    summary.left_records[1] += l;
-                    summary.right_records[1] += r;
-                    classes.insert(key, Class::HotOn(Side::Right));
-                }
+                (true, false) => one_side.push((key, l, r, Side::Left)),
+                (false, true) => one_side.push((key, l, r, Side::Right)),
                 (false, false) => {}
             }
+        }
+
+        // The broadcast budget: the keys with the most records to broadcast go to the grid
+        // instead, until the rest fit. A key moved has records on both sides, so the grid's
+        // "every record matches" holds.
+        if params.hot == HotChoice::Detect {
+            let budget = (left_rows + right_rows) as u128 * params.broadcast_per_mille as u128
+                / (1000 * partitions.max(1) as u128);
+            let broadcast = |&(_, l, r, hot): &(K, u64, u64, Side)| match hot {
+                Side::Left => r,
+                Side::Right => l,
+            };
+            let mut total: u128 = one_side.iter().map(|k| broadcast(k) as u128).sum();
+            if total > budget {
+                one_side.sort_by_key(|k| std::cmp::Reverse(broadcast(k)));
+                let mut moved = 0;
+                while total > budget && moved < one_side.len() {
+                    total -= broadcast(&one_side[moved]) as u128;
+                    moved += 1;
+                }
+                for (key, l, r, _) in one_side.drain(..moved) {
+                    summary.moved_to_grid += 1;
+                    both.push((key, l, r));
+                }
+                // Every worker must place the grids alike: back to key order.
+                both.sort();
+            }
+        }
+        for (key, l, r, hot) in one_side {
+            let index = match hot {
+                Side::Left => 0,
+                Side::Right => 1,
+            };
+            if hot == Side::Left {
+                summary.hot_left_only += 1;
+            } else {
+                summary.hot_right_only += 1;
+            }
+            summary.left_records[index] += l;
+            summary.right_records[index] += r;
+            classes.insert(key, Class::HotOn(hot));
         }
 
         // Cells are sized against the fair share of all work: inputs plus the outputs known.
@@ -667,6 +714,67 @@ mod tests {
         let mut cells = grid.cells.clone();
         cells.sort();
         assert_eq!(cells, (0..8).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn the_broadcast_budget_moves_the_largest_broadcasts_to_the_grid() {
+        // 40,000 rows a side on 8 partitions: a share is 10,000 records, the budget a tenth of
+        // it, 1,000 broadcast records. Hot on the left only (above 100 left, at most 1,000
+        // right): key 1 would broadcast 600 right records, key 2 500, key 3 300, key 4 none.
+        let partitioning = Partitioning::new(8, 2);
+        let stats = vec![
+            (1u64, 9000, 600),
+            (2, 8000, 500),
+            (3, 7000, 300),
+            (4, 6000, 0),
+        ];
+        let thresholds = Some(HotThresholds {
+            left: 100,
+            right: 1000,
+        });
+        let params = AmParams {
+            thresholds,
+            ..AmParams::default()
+        };
+        let plan = AmPlan::new(stats.clone(), &params, &partitioning, 40_000, 40_000);
+        // 1,400 > 1,000: key 1 (the most to broadcast) moves, 800 fit.
+        assert!(matches!(plan.class(&1), Some(Class::Both(_))));
+        for key in [2, 3, 4] {
+            assert_eq!(
+                plan.class(&key),
+                Some(Class::HotOn(Side::Left)),
+                "key {key}"
+            );
+        }
+        let summary = plan.summary();
+        assert_eq!(
+            (
+                summary.moved_to_grid,
+                summary.hot_both,
+                summary.hot_left_only
+            ),
+            (1, 1, 3)
+        );
+        assert_eq!(summary.right_records, [800, 0, 600]);
+
+        // A larger budget keeps them all; forced hot sets ignore the budget.
+        let generous = AmParams {
+            broadcast_per_mille: 150,
+            ..params
+        };
+        let plan = AmPlan::new(stats.clone(), &generous, &partitioning, 40_000, 40_000);
+        assert_eq!(plan.summary().moved_to_grid, 0);
+        let forced = AmPlan::new(
+            stats,
+            &AmParams {
+                hot: HotChoice::EveryKeyLeft,
+                ..params
+            },
+            &partitioning,
+            40_000,
+            40_000,
+        );
+        assert_eq!(forced.summary().hot_left_only, 4);
     }
 
     #[test]

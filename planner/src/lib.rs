@@ -22,4 +22,4 @@ pub mod row_hash;
 pub mod strategy;
 pub mod vprp;
 
-pub use strategy::{choose, Choice, PlanInputs, Resolved, Strategy};
+pub use strategy::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};

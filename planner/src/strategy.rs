@@ -151,6 +151,20 @@ pub enum Resolved {
     },
 }
 
+/// Overrides of AM-Join's and Tree-Join's settings (`None`: keep the default), as the command
+/// line gives them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tuning {
+    /// AM-Join's hot threshold, in thousandths of a partition's share of a side.
+    pub hot_per_mille: Option<u32>,
+    /// AM-Join's broadcast budget, in thousandths of a partition's share of the input.
+    pub broadcast_per_mille: Option<u32>,
+    /// Tree-Join's leaf size c.
+    pub leaf: Option<u32>,
+    /// Tree-Join's fan-out f.
+    pub fanout: Option<u32>,
+}
+
 /// The choices of a VPRP run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VprpSettings {
@@ -202,18 +216,21 @@ impl Resolved {
         }
     }
 
-    /// The same strategy with AM-Join's hot threshold (thousandths of a partition's share of a
-    /// side) and Tree-Join's leaf size and fan-out replaced where given; strategies without
-    /// those settings are returned unchanged.
-    pub fn tuned(
-        self,
-        hot_per_mille: Option<u32>,
-        leaf: Option<u32>,
-        fanout: Option<u32>,
-    ) -> Resolved {
+    /// The same strategy with AM-Join's and Tree-Join's settings replaced where `tuning` gives
+    /// them; strategies without those settings are returned unchanged.
+    pub fn tuned(self, tuning: &Tuning) -> Resolved {
+        let Tuning {
+            hot_per_mille,
+            broadcast_per_mille,
+            leaf,
+            fanout,
+        } = *tuning;
         let tune_am = |mut params: AmParams| {
             if let Some(per_mille) = hot_per_mille {
                 params.hot_per_mille = per_mille;
+            }
+            if let Some(per_mille) = broadcast_per_mille {
+                params.broadcast_per_mille = per_mille;
             }
             params
         };

@@ -104,6 +104,11 @@ pub struct JoinArgs {
     /// share of that side's rows (default 5).
     #[arg(long)]
     pub hot_per_mille: Option<u32>,
+    /// AM-Join and tree: the keys hot on one side only may broadcast at most this many
+    /// thousandths of one partition's share of the input; beyond it, the keys with the most
+    /// records to broadcast go to the grid (default 100).
+    #[arg(long)]
+    pub broadcast_per_mille: Option<u32>,
     /// Tree-Join (tree, tree-basic): leaf size c, the most records of each side a leaf holds
     /// (default 1024).
     #[arg(long)]

@@ -10,7 +10,7 @@ use skewjoin_operators::{JoinType, Key, Partitioning, Side};
 use skewjoin_planner::cost::{predict, KeyStats};
 use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
 use skewjoin_planner::strategy::skew_reason;
-use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy};
+use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
 
 use crate::cli::{DemoArgs, ExplainArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
 use crate::engine::{self, JoinPlan, OutputTarget, SideData};
@@ -249,9 +249,12 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
             choice.reason = format!("the key counts show skew: {reason}");
         }
     }
-    choice.resolved = choice
-        .resolved
-        .tuned(args.hot_per_mille, args.leaf, args.fanout);
+    choice.resolved = choice.resolved.tuned(&Tuning {
+        hot_per_mille: args.hot_per_mille,
+        broadcast_per_mille: args.broadcast_per_mille,
+        leaf: args.leaf,
+        fanout: args.fanout,
+    });
     Ok(Prepared {
         how,
         workers,

@@ -126,8 +126,8 @@ impl Metrics {
         let mut lines = String::new();
         if let Some(am) = &report.am {
             lines += &format!(
-                "\nAM-Join hot keys: {} left only, {} right only, {} both; largest grids (left x right records -> rows x cols): {:?}",
-                am.hot_left_only, am.hot_right_only, am.hot_both, am.largest_grids
+                "\nAM-Join hot keys: {} left only, {} right only, {} both ({} of them moved there by the broadcast budget); largest grids (left x right records -> rows x cols): {:?}",
+                am.hot_left_only, am.hot_right_only, am.hot_both, am.moved_to_grid, am.largest_grids
             );
         }
         if let Some(rounds) = report.tree_rounds {

@@ -138,7 +138,9 @@ function amClasses(run) {
   const rows = [
     ["hot on the left only", am.hot_left_only, left[0], right[0], "left stays, right's rows broadcast"],
     ["hot on the right only", am.hot_right_only, left[1], right[1], "right stays, left's rows broadcast"],
-    ["hot on both", am.hot_both, left[2], right[2], run.tree_rounds ? "grid cells, then Tree-Join" : "grid cells"],
+    ["hot on both", am.hot_both, left[2], right[2],
+      (run.tree_rounds ? "grid cells, then Tree-Join" : "grid cells") +
+      (am.moved_to_grid > 0 ? ` (${nf.format(am.moved_to_grid)} one-side-hot keys moved here by the broadcast budget)` : "")],
     ["cold or NULL", "rest", run.left_rows - sum(left), run.right_rows - sum(right), "Shuffle-Join"],
   ];
   const table = element("table", { class: "classes", "data-testid": "am-classes" });
