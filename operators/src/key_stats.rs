@@ -210,7 +210,7 @@ where
 }
 
 /// The accumulator of `stamp`'s time, created with a capability for it if new.
-fn counts_for<'a, T: Timestamp, M: Default>(
+pub(crate) fn counts_for<'a, T: Timestamp, M: Default>(
     pending: &'a mut Vec<(Capability<T>, M)>,
     stamp: &InputCapability<T>,
 ) -> &'a mut M {
@@ -230,7 +230,7 @@ fn counts_for<'a, T: Timestamp, M: Default>(
 }
 
 /// Hands every accumulator whose time the frontier has passed to `emit`, and drops it.
-fn flush<T: Timestamp, M>(
+pub(crate) fn flush<T: Timestamp, M>(
     pending: &mut Vec<(Capability<T>, M)>,
     frontier: &timely::progress::frontier::MutableAntichain<T>,
     mut emit: impl FnMut(&Capability<T>, &mut M),

@@ -23,6 +23,7 @@ pub mod ddr_join;
 pub mod der_join;
 pub mod error;
 pub mod hash;
+pub mod heavy_hitters;
 pub mod ib_join;
 pub mod join_type;
 pub mod kernel;

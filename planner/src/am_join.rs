@@ -91,6 +91,56 @@ pub struct AmParams {
     pub broadcast_per_mille: u32,
     /// Detected or forced hot sets.
     pub hot: HotChoice,
+    /// How keys are counted.
+    pub statistics: Statistics,
+}
+
+/// How AM-Join counts keys to find the hot ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Statistics {
+    /// Exact counts of every key, combined per worker, then totalled by key
+    /// ([`skewjoin_operators::key_stats`]): memory per worker grows with its distinct keys.
+    #[default]
+    Exact,
+    /// Space-Saving summaries of a fixed number of counters per worker and side
+    /// ([`skewjoin_operators::heavy_hitters`]): bounded memory, estimated counts; the hot keys
+    /// are all found while the summaries' floors stay under the thresholds.
+    SpaceSaving {
+        /// Counters per worker and side; 0 chooses [`Statistics::default_capacity`].
+        capacity: u32,
+    },
+}
+
+impl Statistics {
+    /// Counters per worker and side for Space-Saving: twice the most keys that can be above a
+    /// threshold of `hot_per_mille` thousandths of a partition's share (`P * 1000 / per mille`),
+    /// at least 1,024.
+    pub fn default_capacity(partitions: usize, hot_per_mille: u32) -> usize {
+        let most_hot = partitions.max(1) * 1000 / hot_per_mille.max(1) as usize;
+        (2 * most_hot).max(1024)
+    }
+}
+
+impl std::str::FromStr for Statistics {
+    type Err = String;
+
+    /// `exact`, `space-saving` (default capacity) or `space-saving:N` (N counters).
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.split_once(':') {
+            None if text == "exact" => Ok(Statistics::Exact),
+            None if text == "space-saving" => Ok(Statistics::SpaceSaving { capacity: 0 }),
+            Some(("space-saving", counters)) => match counters.parse::<u32>() {
+                Ok(capacity) if capacity > 0 => Ok(Statistics::SpaceSaving { capacity }),
+                _ => Err(format!(
+                    "space-saving:{counters}: the counter count must be a whole number from 1"
+                )),
+            },
+            _ => Err(format!(
+                "unknown statistics {text:?}: expected exact, space-saving or space-saving:COUNTERS"
+            )),
+        }
+    }
 }
 
 /// The default broadcast budget of AM-Join's one-side-hot classes: a tenth of a partition's share
@@ -106,6 +156,7 @@ impl Default for AmParams {
             max_cells: 0,
             broadcast_per_mille: DEFAULT_BROADCAST_PER_MILLE,
             hot: HotChoice::Detect,
+            statistics: Statistics::Exact,
         }
     }
 }
@@ -194,6 +245,13 @@ pub struct AmSummary {
     /// Keys hot on one side only that the broadcast budget moved to the grid class.
     #[serde(default)]
     pub moved_to_grid: u64,
+    /// With Space-Saving statistics: the most records a key the left and right summaries did not
+    /// monitor can have. Every hot key was found when these are at most the thresholds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_floors: Option<(u64, u64)>,
+    /// The thresholds a key's count had to pass on the left and on the right to be hot.
+    #[serde(default)]
+    pub thresholds: (u64, u64),
     /// Records of the left input in the hot-left-only, hot-right-only and hot-both classes.
     pub left_records: [u64; 3],
     /// The same for the right input.
@@ -306,6 +364,7 @@ impl<K: JoinKey> AmPlan<K> {
         }
         place_cells(&mut grids, partitions);
         summary.hot_both = grids.len() as u64;
+        summary.thresholds = (detected.left, detected.right);
         for grid in &grids {
             summary.left_records[2] += grid.left;
             summary.right_records[2] += grid.right;
@@ -333,6 +392,11 @@ impl<K: JoinKey> AmPlan<K> {
         } else {
             self.classes.get(key).copied()
         }
+    }
+
+    /// Records the Space-Saving floors the statistics phase reported, for the summary.
+    pub fn set_summary_floors(&mut self, floors: Option<(u64, u64)>) {
+        self.summary.summary_floors = floors;
     }
 
     /// Counts of keys and records per class.

@@ -11,6 +11,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use skewjoin_operators::heavy_hitters::summarised_hot_keys;
 use skewjoin_operators::key_stats::{hot_keys, KeyCount, KeyCounts};
 use skewjoin_operators::{
     JoinKey, JoinType, JoinedRow, LoadReport, PartitionLoad, Partitioning, Side,
@@ -19,7 +20,7 @@ use timely::dataflow::operators::{Input, Inspect, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 
-use crate::am_join::{AmParams, AmPlan};
+use crate::am_join::{AmParams, AmPlan, Statistics};
 use crate::compose::{build_join, Home};
 use crate::report::{Observers, StrategyReport};
 use crate::strategy::Resolved;
@@ -164,13 +165,10 @@ where
     let right_rows = job.right.len() as u64;
     // AM-Join and Tree-Join plan from exact key counts, a first dataflow of their own.
     let plan = job.resolved.needs_key_stats().map(|params| {
-        Rc::new(AmPlan::new(
-            key_statistics(worker, job, &partitioning, &params),
-            &params,
-            &partitioning,
-            left_rows,
-            right_rows,
-        ))
+        let (hot, floors) = key_statistics(worker, job, &partitioning, &params);
+        let mut plan = AmPlan::new(hot, &params, &partitioning, left_rows, right_rows);
+        plan.set_summary_floors(floors);
+        Rc::new(plan)
     });
     let am_summary = plan.as_ref().map(|plan| plan.summary().clone());
     worker.dataflow::<u32, _, _>(|scope| {
@@ -247,20 +245,22 @@ pub(crate) fn feed<K: JoinKey>(
     }
 }
 
-/// AM-Join's first phase, a dataflow of its own: exact key counts of both inputs, and the keys
-/// above the statistics thresholds with both counts, as every worker receives them.
+/// AM-Join's first phase, a dataflow of its own: key counts of both inputs (exact, or estimated
+/// by Space-Saving summaries), and the keys above the statistics thresholds with both counts, as
+/// every worker receives them; with Space-Saving, also the summaries' floors.
 pub(crate) fn key_statistics<K: JoinKey>(
     worker: &mut Worker,
     job: &JoinJob<K>,
     partitioning: &Partitioning,
     params: &AmParams,
-) -> Vec<KeyCount<K>> {
+) -> (Vec<KeyCount<K>>, Option<(u64, u64)>) {
     let thresholds = params.stats_thresholds(
         job.left.len() as u64,
         job.right.len() as u64,
         partitioning.partitions(),
     );
     let hot = Rc::new(RefCell::new(Vec::new()));
+    let floors = Rc::new(RefCell::new(None));
     let mut left_input: InputHandle<u32, _> = InputHandle::new();
     let mut right_input: InputHandle<u32, _> = InputHandle::new();
     let probe = ProbeHandle::new();
@@ -268,9 +268,29 @@ pub(crate) fn key_statistics<K: JoinKey>(
         let left = scope.input_from(&mut left_input);
         let right = scope.input_from(&mut right_input);
         let sink = Rc::clone(&hot);
-        hot_keys(left.key_counts(), right.key_counts(), thresholds)
-            .inspect(move |record| sink.borrow_mut().push(record.clone()))
-            .probe_with(&probe);
+        match params.statistics {
+            Statistics::Exact => {
+                hot_keys(left.key_counts(), right.key_counts(), thresholds)
+                    .inspect(move |record| sink.borrow_mut().push(record.clone()))
+                    .probe_with(&probe);
+            }
+            Statistics::SpaceSaving { capacity } => {
+                let capacity = match capacity {
+                    0 => Statistics::default_capacity(
+                        partitioning.partitions(),
+                        params.hot_per_mille,
+                    ),
+                    given => given as usize,
+                };
+                let floors = Rc::clone(&floors);
+                summarised_hot_keys(left, right, capacity, thresholds)
+                    .inspect(move |(keys, left_floor, right_floor)| {
+                        sink.borrow_mut().extend(keys.iter().cloned());
+                        *floors.borrow_mut() = Some((*left_floor, *right_floor));
+                    })
+                    .probe_with(&probe);
+            }
+        }
     });
     feed(worker, job, partitioning, |key, _, side| match side {
         Side::Left => left_input.send((key, ())),
@@ -281,7 +301,7 @@ pub(crate) fn key_statistics<K: JoinKey>(
     while !probe.done() {
         worker.step();
     }
-    hot.take()
+    (hot.take(), floors.take())
 }
 
 /// A sink that keeps every output row's row numbers.

@@ -8,7 +8,7 @@ use skewjoin_operators::broadcast_join::check_broadcast;
 use skewjoin_operators::tree_join::TreeParams;
 use skewjoin_operators::{JoinKey, JoinType, Side};
 
-use crate::am_join::AmParams;
+use crate::am_join::{AmParams, Statistics};
 
 /// A strategy as named on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -163,6 +163,8 @@ pub struct Tuning {
     pub leaf: Option<u32>,
     /// Tree-Join's fan-out f.
     pub fanout: Option<u32>,
+    /// How AM-Join counts keys.
+    pub statistics: Option<Statistics>,
 }
 
 /// The choices of a VPRP run.
@@ -224,6 +226,7 @@ impl Resolved {
             broadcast_per_mille,
             leaf,
             fanout,
+            statistics,
         } = *tuning;
         let tune_am = |mut params: AmParams| {
             if let Some(per_mille) = hot_per_mille {
@@ -231,6 +234,9 @@ impl Resolved {
             }
             if let Some(per_mille) = broadcast_per_mille {
                 params.broadcast_per_mille = per_mille;
+            }
+            if let Some(statistics) = statistics {
+                params.statistics = statistics;
             }
             params
         };

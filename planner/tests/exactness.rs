@@ -6,7 +6,7 @@ use skewjoin_operators::key_stats::HotThresholds;
 use skewjoin_operators::reference::nested_loop_join;
 use skewjoin_operators::tree_join::TreeParams;
 use skewjoin_operators::{JoinType, Key, Side};
-use skewjoin_planner::am_join::{AmParams, HotChoice};
+use skewjoin_planner::am_join::{AmParams, HotChoice, Statistics};
 use skewjoin_planner::exec::join_in_memory;
 use skewjoin_planner::strategy::{Resolved, VprpSettings};
 
@@ -36,6 +36,14 @@ fn strategies(how: JoinType) -> Vec<Resolved> {
     });
     all.push(Resolved::Am {
         params: AmParams::forced(HotChoice::EveryKey),
+    });
+    // AM-Join from Space-Saving summaries of two counters: estimates, evictions and merges on
+    // every run, which may change the plan but never the output.
+    all.push(Resolved::Am {
+        params: AmParams {
+            statistics: Statistics::SpaceSaving { capacity: 2 },
+            ..AmParams::default()
+        },
     });
     // Tree-Join with tiny leaves, so that entries split over several rounds: basic, and inside
     // AM-Join's grid with every key hot on both sides.

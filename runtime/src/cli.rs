@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use skewjoin_planner::am_join::Statistics;
 
 /// Skew-resistant equi-joins of Parquet, Arrow IPC and CSV files.
 #[derive(Debug, Parser)]
@@ -109,6 +110,10 @@ pub struct JoinArgs {
     /// records to broadcast go to the grid (default 100).
     #[arg(long)]
     pub broadcast_per_mille: Option<u32>,
+    /// AM-Join and tree: how keys are counted: `exact` (default), or `space-saving` summaries
+    /// of a bounded number of counters per worker (`space-saving:N` for N counters).
+    #[arg(long)]
+    pub statistics: Option<Statistics>,
     /// Tree-Join (tree, tree-basic): leaf size c, the most records of each side a leaf holds
     /// (default 1024).
     #[arg(long)]

@@ -254,6 +254,7 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
         broadcast_per_mille: args.broadcast_per_mille,
         leaf: args.leaf,
         fanout: args.fanout,
+        statistics: args.statistics,
     });
     Ok(Prepared {
         how,
