@@ -21,6 +21,9 @@
 //!
 //! The pinned-output tests below pass unchanged on `wasm32-wasip1`.
 //!
+//! [`pavlo`] generates a second kind of pair with the same machinery: the string-keyed web-log
+//! tables `rankings` and `uservisits` of the Pavlo et al. benchmark.
+//!
 //! # Algorithm
 //!
 //! Per side, each row draws, in this order from that side's key stream:
@@ -42,6 +45,8 @@
 //! right keys, right values, shared permutation, right-only permutation).
 
 use std::collections::HashMap;
+
+pub mod pavlo;
 
 /// Largest supported key domain. Permutations are stored as `u32` (halving
 /// their memory), and the bound keeps `keys` a valid `usize` on `wasm32` and

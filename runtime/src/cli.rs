@@ -19,7 +19,8 @@ pub struct Cli {
 pub enum Command {
     /// Join two files.
     Join(JoinArgs),
-    /// Write a pair of skewed tables (left.parquet, right.parquet) and print their exact join sizes.
+    /// Write a pair of skewed tables (left.parquet and right.parquet, or with --kind pavlo
+    /// rankings.parquet and uservisits.parquet) and print their exact join sizes.
     Gen(GenArgs),
     /// Generate skewed data in memory and run every strategy on it, side by side.
     Demo(DemoArgs),
@@ -168,6 +169,13 @@ pub struct GenArgs {
     /// Directory to write left.parquet and right.parquet into (created if missing).
     #[arg(long)]
     pub out: PathBuf,
+    /// What to generate. `zipf` (default): left and right with an Int64 `key`. `pavlo`: the
+    /// web-log pair of the Pavlo et al. benchmark, rankings (one row per page, --keys pages,
+    /// unique string pageURL) and uservisits (--rows visits, destURL Zipf over the pages with
+    /// exponent --skew, a share --noise of visits to pages absent from rankings); join them on
+    /// rankings.pageURL = uservisits.destURL.
+    #[arg(long, default_value = "zipf", value_parser = ["zipf", "pavlo"])]
+    pub kind: String,
     /// File format: parquet (default), arrow or csv; the extension follows.
     #[arg(long, default_value = "parquet")]
     pub format: String,

@@ -8,6 +8,7 @@ use std::time::Instant;
 use skewjoin_operators::load::imbalance;
 use skewjoin_operators::{JoinType, Key, Partitioning, Side};
 use skewjoin_planner::cost::{predict, KeyStats};
+use skewjoin_planner::datagen::pavlo::{generate_pavlo, PavloSpec};
 use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
 use skewjoin_planner::strategy::skew_reason;
 use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
@@ -16,7 +17,7 @@ use crate::cli::{DemoArgs, ExplainArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
 use crate::engine::{self, JoinPlan, OutputTarget, SideData};
 use crate::error::{Error, Result};
 use crate::explain::{HotKey, Plan, SideSummary};
-use crate::generate::{to_batch, to_side};
+use crate::generate::{rankings_batch, to_batch, to_side, uservisits_batch};
 use crate::io::{
     check_key_compat, extract_keys, key_kinds, output_schema, read_table, row_hashes, write_table,
     FileFormat, OutputWriter,
@@ -498,21 +499,73 @@ fn print_counts(counts: &JoinCounts) {
     }
 }
 
+/// The web-log generator's spec from the flags of `gen --kind pavlo`: `--keys` pages (rankings
+/// rows), `--rows` (or `--right-rows`) visits, `--skew` of destURL, `--noise`, `--seed`. Flags of
+/// the plain pair that mean nothing here are refused rather than ignored.
+fn pavlo_spec(flags: &GenFlags) -> Result<PavloSpec> {
+    for (flag, given) in [
+        ("--left-rows", flags.left_rows.is_some()),
+        ("--left-skew", flags.left_skew.is_some()),
+        ("--right-skew", flags.right_skew.is_some()),
+        ("--independent", flags.independent),
+    ] {
+        if given {
+            return Err(Error::Usage(format!(
+                "{flag} does not apply to --kind pavlo: rankings has one row per page (--keys), \
+                 uservisits has --rows rows whose destURL follows Zipf --skew"
+            )));
+        }
+    }
+    let defaults = PavloSpec::default();
+    let spec = PavloSpec {
+        pages: flags.keys.unwrap_or(defaults.pages),
+        visits: flags.right_rows.or(flags.rows).unwrap_or(defaults.visits),
+        skew: flags.skew.unwrap_or(defaults.skew),
+        noise: flags.noise,
+        seed: flags.seed,
+    };
+    spec.validate().map_err(Error::Usage)?;
+    Ok(spec)
+}
+
+/// Creates `gen`'s output directory.
+fn create_out_dir(out: &Path) -> Result<()> {
+    std::fs::create_dir_all(out)
+        .map_err(|e| Error::Io(format!("{}: cannot create directory: {e}", out.display())))
+}
+
+/// `skewjoin gen --kind pavlo`: rankings and uservisits.
+fn gen_pavlo(args: &GenArgs, format: FileFormat, extension: &str) -> Result<()> {
+    let spec = pavlo_spec(&args.gen)?;
+    create_out_dir(&args.out)?;
+    let pair = generate_pavlo(&spec);
+    let rankings = args.out.join(format!("rankings.{extension}"));
+    let uservisits = args.out.join(format!("uservisits.{extension}"));
+    write_table(&rankings, format, &rankings_batch(&pair.rankings))?;
+    write_table(&uservisits, format, &uservisits_batch(&pair.uservisits))?;
+    println!("wrote {} and {}", rankings.display(), uservisits.display());
+    println!(
+        "{} pages x {} visits, destURL Zipf {}, noise {}, seed {}; join on \
+         rankings.pageURL = uservisits.destURL (--left-on pageURL --right-on destURL)",
+        spec.pages, spec.visits, spec.skew, spec.noise, spec.seed
+    );
+    print_counts(&pair.counts());
+    Ok(())
+}
+
 /// `skewjoin gen`.
 pub fn gen(args: GenArgs) -> Result<()> {
-    let spec = gen_spec(&args.gen, GenSpec::default())?;
     let format = FileFormat::parse(&args.format)?;
     let extension = match format {
         FileFormat::Parquet => "parquet",
         FileFormat::ArrowIpc => "arrow",
         FileFormat::Csv => "csv",
     };
-    std::fs::create_dir_all(&args.out).map_err(|e| {
-        Error::Io(format!(
-            "{}: cannot create directory: {e}",
-            args.out.display()
-        ))
-    })?;
+    if args.kind == "pavlo" {
+        return gen_pavlo(&args, format, extension);
+    }
+    let spec = gen_spec(&args.gen, GenSpec::default())?;
+    create_out_dir(&args.out)?;
     let pair = generate(&spec);
     let left_path = args.out.join(format!("left.{extension}"));
     let right_path = args.out.join(format!("right.{extension}"));

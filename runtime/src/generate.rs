@@ -1,11 +1,12 @@
-//! Turns the planner's generated tables into Arrow batches, and loads them as join inputs
-//! without touching the disk (for `demo`).
+//! Turns the planner's generated tables (the plain pair and the Pavlo web-log pair) into Arrow
+//! batches, and loads them as join inputs without touching the disk (for `demo`).
 
 use std::sync::Arc;
 
-use arrow::array::{Int64Array, RecordBatch};
+use arrow::array::{ArrayRef, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use skewjoin_operators::Key;
+use skewjoin_planner::datagen::pavlo::{Rankings, UserVisits};
 use skewjoin_planner::datagen::GenTable;
 
 use crate::engine::SideData;
@@ -27,6 +28,58 @@ pub fn to_batch(table: &GenTable) -> RecordBatch {
         ],
     )
     .expect("three equal-length Int64 columns make a valid batch")
+}
+
+/// The generated `rankings` table: `pageURL` (Utf8), `pageRank`, `avgDuration` (Int64).
+pub fn rankings_batch(table: &Rankings) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("pageURL", DataType::Utf8, false),
+        Field::new("pageRank", DataType::Int64, false),
+        Field::new("avgDuration", DataType::Int64, false),
+    ]));
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(table.page_url.clone())),
+            Arc::new(Int64Array::from(table.page_rank.clone())),
+            Arc::new(Int64Array::from(table.avg_duration.clone())),
+        ],
+    )
+    .expect("equal-length columns of the declared types make a valid batch")
+}
+
+/// The generated `uservisits` table, with the benchmark's columns: `visitDate` is a Date32,
+/// `adRevenue` a Float64, `duration` an Int64, the rest Utf8.
+pub fn uservisits_batch(table: &UserVisits) -> RecordBatch {
+    let text = |name: &str| Field::new(name, DataType::Utf8, false);
+    let schema = Arc::new(Schema::new(vec![
+        text("sourceIP"),
+        text("destURL"),
+        Field::new("visitDate", DataType::Date32, false),
+        Field::new("adRevenue", DataType::Float64, false),
+        text("userAgent"),
+        text("countryCode"),
+        text("languageCode"),
+        text("searchWord"),
+        Field::new("duration", DataType::Int64, false),
+    ]));
+    let strings =
+        |column: &Vec<String>| -> ArrayRef { Arc::new(StringArray::from(column.clone())) };
+    RecordBatch::try_new(
+        schema,
+        vec![
+            strings(&table.source_ip),
+            strings(&table.dest_url),
+            Arc::new(Date32Array::from(table.visit_date.clone())),
+            Arc::new(Float64Array::from(table.ad_revenue.clone())),
+            strings(&table.user_agent),
+            strings(&table.country_code),
+            strings(&table.language_code),
+            strings(&table.search_word),
+            Arc::new(Int64Array::from(table.duration.clone())),
+        ],
+    )
+    .expect("equal-length columns of the declared types make a valid batch")
 }
 
 /// A generated table as a join input keyed on `key`, hashed exactly as if it had been written to

@@ -549,12 +549,16 @@ fn gen(dir: &Path, sub: &str, format: &str, seed: &str) -> BTreeMap<String, u64>
         "gen names what it wrote:\n{}",
         run.stdout
     );
-    let counts_at = run
-        .stdout
+    printed_counts(&run.stdout)
+}
+
+/// The exact row count of each join type that `gen` printed.
+fn printed_counts(stdout: &str) -> BTreeMap<String, u64> {
+    let counts_at = stdout
         .lines()
         .position(|line| line == "exact output rows of each join type:")
-        .unwrap_or_else(|| panic!("no counts in gen output:\n{}", run.stdout));
-    let counts: BTreeMap<String, u64> = run.stdout.lines().collect::<Vec<_>>()[counts_at + 1..]
+        .unwrap_or_else(|| panic!("no counts in gen output:\n{stdout}"));
+    let counts: BTreeMap<String, u64> = stdout.lines().collect::<Vec<_>>()[counts_at + 1..]
         .iter()
         .map(|line| {
             let mut parts = line.split_whitespace();
@@ -1323,4 +1327,118 @@ fn progress_goes_to_stderr_and_quiet_silences_it() {
         "--quiet prints nothing: {}",
         run.stderr
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. gen --kind pavlo: the web-log pair, joined on string URLs by VPRP and Shuffle-Join
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn pavlo_pair_joins_alike_with_vprp_and_shuffle() {
+    let dir = TempDir::new().unwrap();
+    let run = skewjoin(
+        dir.path(),
+        &[
+            "gen", "--kind", "pavlo", "--keys", "300", "--rows", "6000", "--skew", "1.1",
+            "--noise", "0.3", "--seed", "5", "--out", "web",
+        ],
+    )
+    .success();
+    assert!(
+        run.stdout.contains("web/rankings.parquet")
+            && run.stdout.contains("web/uservisits.parquet"),
+        "gen names what it wrote:\n{}",
+        run.stdout
+    );
+    let counts = printed_counts(&run.stdout);
+
+    // Read the files back: the schema of the benchmark, and the join size computed here.
+    let (rankings, types) = read_output(&dir.path().join("web/rankings.parquet"));
+    assert_eq!(rankings.columns, ["pageURL", "pageRank", "avgDuration"]);
+    assert_eq!(types.unwrap()[0], DataType::Utf8);
+    assert_eq!(rankings.rows.len(), 300);
+    let (visits, types) = read_output(&dir.path().join("web/uservisits.parquet"));
+    assert_eq!(
+        visits.columns,
+        [
+            "sourceIP",
+            "destURL",
+            "visitDate",
+            "adRevenue",
+            "userAgent",
+            "countryCode",
+            "languageCode",
+            "searchWord",
+            "duration"
+        ]
+    );
+    assert_eq!(types.unwrap()[2], DataType::Date32);
+    assert_eq!(visits.rows.len(), 6000);
+    let page = rankings.column("pageURL");
+    let urls: BTreeSet<String> = rankings
+        .rows
+        .iter()
+        .map(|row| row[page].clone().unwrap())
+        .collect();
+    assert_eq!(urls.len(), 300, "pageURL is unique");
+    let dest = visits.column("destURL");
+    let matching = visits
+        .rows
+        .iter()
+        .filter(|row| urls.contains(row[dest].as_ref().unwrap()))
+        .count() as u64;
+    assert_eq!(counts["inner"], matching);
+    // The noise is there, and so is the skew: some page draws many visits.
+    assert!(
+        (1500..2100).contains(&(6000 - matching)),
+        "about 30% of visits miss rankings: {matching} match"
+    );
+
+    let mut results = BTreeSet::new();
+    for strategy in ["vprp", "shuffle", "vprp-t"] {
+        let run = skewjoin(
+            dir.path(),
+            &[
+                "join",
+                "web/rankings.parquet",
+                "web/uservisits.parquet",
+                "--left-on",
+                "pageURL",
+                "--right-on",
+                "destURL",
+                "-s",
+                strategy,
+                "-w",
+                "3",
+                "-p",
+                "5",
+                "--sample-fraction",
+                "0.2",
+            ],
+        )
+        .success();
+        assert_eq!(run.stdout_field("rows"), matching.to_string(), "{strategy}");
+        results.insert((run.stdout_field("rows"), run.stdout_field("checksum")));
+    }
+    assert_eq!(results.len(), 1, "strategies disagree: {results:?}");
+}
+
+#[test]
+fn pavlo_refuses_flags_of_the_plain_pair_and_keeps_the_default_kind() {
+    let dir = TempDir::new().unwrap();
+    skewjoin(
+        dir.path(),
+        &["gen", "--kind", "pavlo", "--left-skew", "1", "--out", "x"],
+    )
+    .fails(2, &["--left-skew", "--kind pavlo"]);
+    let unknown = skewjoin(dir.path(), &["gen", "--kind", "tpch", "--out", "x"]);
+    assert_eq!(unknown.code, Some(2), "{}", unknown.stderr);
+    assert!(unknown.stderr.contains("pavlo"), "{}", unknown.stderr);
+    // Without --kind, gen writes the plain pair as before.
+    let run = skewjoin(
+        dir.path(),
+        &["gen", "--rows", "100", "--keys", "10", "--out", "plain"],
+    )
+    .success();
+    assert!(run.stdout.contains("plain/left.parquet"), "{}", run.stdout);
 }
