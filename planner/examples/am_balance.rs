@@ -1,6 +1,7 @@
 //! The balance table of issue 3: same-rank Zipf inputs, s in {0.5, 0.8, 1.0, 1.2, 1.5}, at P = 8
-//! and P = 32 on two workers; per-partition max/mean of input records and output rows for
-//! Shuffle-Join, AM-Join, AM-Join with Tree-Join cells, and basic Tree-Join.
+//! and P = 32 on two workers; per-partition max/mean of input records, output rows and peak
+//! records held for Shuffle-Join, AM-Join, AM-Join with Tree-Join cells, and basic Tree-Join,
+//! as a markdown table.
 //!
 //! `cargo run --release -p skewjoin-planner --example am_balance -- [rows] [keys]`
 //! (defaults: 100000 rows per side over 10000 keys). Loads are counts, not times.
@@ -32,12 +33,10 @@ fn main() {
     let rows = args.next().unwrap_or(100_000);
     let keys = args.next().unwrap_or(10_000);
     println!(
-        "same-rank Zipf, {rows} rows per side over {keys} keys, W = 2; max/mean input / output"
+        "same-rank Zipf, {rows} rows per side over {keys} keys, W = 2; max/mean per partition of input / output / peak held\n"
     );
-    println!(
-        "{:>4} {:>3}  {:>13} {:>13} {:>13} {:>13}",
-        "s", "P", "shuffle", "am", "tree", "tree-basic"
-    );
+    println!("| s | P | shuffle | am | tree | tree-basic |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: |");
     for skew in [0.5, 0.8, 1.0, 1.2, 1.5] {
         let data = generate(&GenSpec {
             left_rows: rows,
@@ -49,7 +48,7 @@ fn main() {
         });
         let expected = data.counts().inner;
         for partitions in [8usize, 32] {
-            let mut line = format!("{skew:>4} {partitions:>3} ");
+            let mut line = format!("| {skew} | {partitions} |");
             for strategy in [
                 Strategy::Shuffle,
                 Strategy::Am,
@@ -78,9 +77,10 @@ fn main() {
                 let output = execute(job, |_| Count(0)).expect("the join runs");
                 assert_eq!(output.summaries.iter().sum::<u64>(), expected, "{strategy}");
                 line += &format!(
-                    " {:>6.2}/{:<6.2}",
+                    " {:.2} / {:.2} / {:.2} |",
                     output.loads.input_imbalance(),
-                    output.loads.output_imbalance()
+                    output.loads.output_imbalance(),
+                    output.loads.peak_imbalance()
                 );
             }
             println!("{line}");
