@@ -33,7 +33,7 @@ fn main() {
     let rows = args.next().unwrap_or(100_000);
     let keys = args.next().unwrap_or(10_000);
     println!(
-        "same-rank Zipf, {rows} rows per side over {keys} keys, W = 2; max/mean per partition of input / output / peak held\n"
+        "same-rank Zipf, {rows} rows per side over {keys} keys, W = 2; max/mean per partition of input / output / peak held (the largest peak, in thousands of records)\n"
     );
     println!("| s | P | shuffle | am | tree | tree-basic |");
     println!("| ---: | ---: | ---: | ---: | ---: | ---: |");
@@ -76,11 +76,19 @@ fn main() {
                 };
                 let output = execute(job, |_| Count(0)).expect("the join runs");
                 assert_eq!(output.summaries.iter().sum::<u64>(), expected, "{strategy}");
+                let max_peak = output
+                    .loads
+                    .per_partition
+                    .iter()
+                    .map(|p| p.peak_records)
+                    .max()
+                    .unwrap_or(0);
                 line += &format!(
-                    " {:.2} / {:.2} / {:.2} |",
+                    " {:.2} / {:.2} / {:.2} ({:.0}k) |",
                     output.loads.input_imbalance(),
                     output.loads.output_imbalance(),
-                    output.loads.peak_imbalance()
+                    output.loads.peak_imbalance(),
+                    max_peak as f64 / 1000.0
                 );
             }
             println!("{line}");
