@@ -17,8 +17,9 @@
 //! tracking messages sent ([`TrafficCounters`](crate::load::TrafficCounters)).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
+
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
@@ -123,11 +124,22 @@ pub fn id_range(partitioning: &Partitioning, owner: u32, keys: usize) -> std::op
     start..end
 }
 
+/// Where one distinct key of the index lives: its id and its rows `rows[start..end]`. Kept in the
+/// hash table's value so that a probe reads one table slot and then the rows, not a third array.
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    id: u32,
+    start: u32,
+    end: u32,
+}
+
 /// The broadcast small side, grouped by key; group `id` is the `id`-th smallest distinct key.
 struct Index<K, S> {
     rows: Vec<(K, S)>,
     starts: Vec<usize>,
-    ids: HashMap<K, u32>,
+    /// Keyed with Fx: every large record probes this table once, and a keyed SipHash there costs
+    /// more than the rest of the probe. Which key gets which id does not depend on the hasher.
+    groups: FxHashMap<K, Group>,
 }
 
 impl<K: JoinKey, S> Index<K, S> {
@@ -135,16 +147,47 @@ impl<K: JoinKey, S> Index<K, S> {
         // Sorting by key alone fixes the key ids; `order` may also fix the rows' positions within
         // a group (DER and DDR name rows by position, so it must be the same on every worker).
         order(&mut rows);
+        assert!(
+            rows.len() < u32::MAX as usize,
+            "the broadcast side has 2^32 rows or more"
+        );
         let mut starts = Vec::new();
-        let mut ids = HashMap::new();
-        for (index, (key, _)) in rows.iter().enumerate() {
-            if index == 0 || rows[index - 1].0 != *key {
-                ids.insert(key.clone(), starts.len() as u32);
+        for index in 0..rows.len() {
+            if index == 0 || rows[index - 1].0 != rows[index].0 {
                 starts.push(index);
             }
         }
         starts.push(rows.len());
-        Index { rows, starts, ids }
+        let mut groups =
+            FxHashMap::with_capacity_and_hasher(starts.len().saturating_sub(1), FxBuildHasher);
+        for (id, bounds) in starts.windows(2).enumerate() {
+            let group = Group {
+                id: id as u32,
+                start: bounds[0] as u32,
+                end: bounds[1] as u32,
+            };
+            groups.insert(rows[bounds[0]].0.clone(), group);
+        }
+        Index {
+            rows,
+            starts,
+            groups,
+        }
+    }
+
+    /// The group of `key`, if the small side has it (NULL keys are never there).
+    #[inline]
+    fn probe(&self, key: &K) -> Option<Group> {
+        if key.is_null() {
+            None
+        } else {
+            self.groups.get(key).copied()
+        }
+    }
+
+    #[inline]
+    fn rows_of(&self, group: Group) -> &[(K, S)] {
+        &self.rows[group.start as usize..group.end as usize]
     }
 
     fn keys(&self) -> usize {
@@ -497,7 +540,11 @@ fn tag_rows<'s, T: Timestamp, K: JoinKey, V: ExchangeData + Clone>(
 /// Per-time state of the probe on one worker.
 struct Probe<K, S, G> {
     small_own: Vec<Vec<(K, S)>>,
-    large_own: Vec<Vec<(K, G)>>,
+    /// The large side's batches as they arrived, each record still tagged with its partition:
+    /// keeping timely's containers saves copying every large record once more.
+    large_batches: Vec<Vec<Routed<K, G>>>,
+    /// Large records held per local slot, for the load counters.
+    large_held: Vec<u64>,
     broadcast: Vec<(K, S)>,
 }
 
@@ -564,6 +611,7 @@ where
             let loads = probe_loads;
             let mut pending: PendingProbes<T, K, S, G> = Vec::new();
             let mut out: Vec<D> = Vec::with_capacity(OUTPUT_BATCH);
+            let mut received = vec![0u64; slots];
             move |(input_small, frontier_small), (input_large, frontier_large), output| {
                 input_small.for_each_stamp(|stamp, data| {
                     let time = stamp_time(&stamp);
@@ -594,13 +642,21 @@ where
                     let time = stamp_time(&stamp);
                     let state = probe_state(&mut pending, &time, || stamp.delayed(&time, 0), slots);
                     for batch in data {
-                        for (dest, record) in batch.drain(..) {
+                        // One counter update per partition and batch, not per record.
+                        received.iter_mut().for_each(|count| *count = 0);
+                        for (dest, _) in batch.iter() {
                             let partition = dest
                                 .as_partition()
                                 .expect("IB-Join never broadcasts the large side");
-                            loads.receive(partition, 1);
-                            state.large_own[partitioning.slot(partition)].push(record);
+                            received[partitioning.slot(partition)] += 1;
                         }
+                        for (slot, &count) in received.iter().enumerate() {
+                            if count > 0 {
+                                loads.receive(local[slot], count);
+                                state.large_held[slot] += count;
+                            }
+                        }
+                        state.large_batches.push(std::mem::take(batch));
                     }
                 });
 
@@ -627,60 +683,71 @@ where
                     let mut session = output.session(&capability);
                     let mut logic = probe_logic.borrow_mut();
                     let words = keys.div_ceil(64);
-                    for (slot, &partition) in local.iter().enumerate() {
-                        let mut produced = 0u64;
-                        let mut matched = if tracks {
-                            vec![0u64; words]
-                        } else {
-                            Vec::new()
-                        };
-                        let held = (state.small_own[slot].len() + state.large_own[slot].len())
-                            as u64
-                            + broadcast_held;
-                        let mut emit = |key: &K, s: Option<&S>, g: Option<&G>, out: &mut Vec<D>| {
-                            produced += 1;
-                            logic(key, s, g, out);
-                            if out.len() >= OUTPUT_BATCH {
-                                session.give_iterator(out.drain(..).map(Ok));
-                            }
-                        };
-                        // Small rows with NULL keys match nothing; they are here only when kept.
-                        if keep_small {
-                            for (key, s) in &state.small_own[slot] {
-                                emit(key, Some(s), None, &mut out);
+                    let mut produced = vec![0u64; slots];
+                    let mut matched: Vec<Vec<u64>> = if tracks {
+                        vec![vec![0u64; words]; slots]
+                    } else {
+                        Vec::new()
+                    };
+                    let mut emit = |slot: usize,
+                                    key: &K,
+                                    s: Option<&S>,
+                                    g: Option<&G>,
+                                    out: &mut Vec<D>| {
+                        produced[slot] += 1;
+                        logic(key, s, g, out);
+                        if out.len() >= OUTPUT_BATCH {
+                            session.give_iterator(out.drain(..).map(Ok));
+                        }
+                    };
+                    // Small rows with NULL keys match nothing; they are here only when kept.
+                    if keep_small {
+                        for (slot, rows) in state.small_own.iter().enumerate() {
+                            for (key, s) in rows {
+                                emit(slot, key, Some(s), None, &mut out);
                             }
                         }
-                        for (key, g) in &state.large_own[slot] {
-                            let id = if key.is_null() {
-                                None
-                            } else {
-                                table.ids.get(key).copied()
+                    }
+                    // One pass over the large batches as they arrived, each record probing the
+                    // index directly; a batch is freed as soon as it has been probed.
+                    for batch in state.large_batches {
+                        for (dest, (key, g)) in &batch {
+                            let slot = match dest.as_partition() {
+                                Some(partition) => partitioning.slot(partition),
+                                None => unreachable!("IB-Join never broadcasts the large side"),
                             };
-                            match id {
-                                Some(id) => {
+                            match table.probe(key) {
+                                Some(group) => {
                                     if tracks {
-                                        matched[id as usize / 64] |= 1 << (id % 64);
+                                        let id = group.id as usize;
+                                        matched[slot][id / 64] |= 1 << (id % 64);
                                     }
                                     if pairs {
-                                        for (_, s) in table.group(id as usize) {
-                                            emit(key, Some(s), Some(g), &mut out);
+                                        for (_, s) in table.rows_of(group) {
+                                            emit(slot, key, Some(s), Some(g), &mut out);
                                         }
                                     } else if semi_large {
-                                        emit(key, None, Some(g), &mut out);
+                                        emit(slot, key, None, Some(g), &mut out);
                                     }
                                 }
                                 None => {
                                     if keep_large {
-                                        emit(key, None, Some(g), &mut out);
+                                        emit(slot, key, None, Some(g), &mut out);
                                     }
                                 }
                             }
                         }
-                        if !out.is_empty() {
-                            session.give_iterator(out.drain(..).map(Ok));
-                        }
-                        loads.output(partition, produced);
+                    }
+                    if !out.is_empty() {
+                        session.give_iterator(out.drain(..).map(Ok));
+                    }
+                    for (slot, &partition) in local.iter().enumerate() {
+                        let held = state.small_own[slot].len() as u64
+                            + state.large_held[slot]
+                            + broadcast_held;
+                        loads.output(partition, produced[slot]);
                         loads.release(partition, held);
+                        let matched = if tracks { &matched[slot][..] } else { &[][..] };
                         if tracks {
                             // Every partition tells every owner of a non-empty range, even when it
                             // matched nothing there: the message is what gives the owner a
@@ -946,7 +1013,8 @@ fn probe_state<'a, T: Timestamp, K, S, G>(
                 retain(),
                 Probe {
                     small_own: (0..slots).map(|_| Vec::new()).collect(),
-                    large_own: (0..slots).map(|_| Vec::new()).collect(),
+                    large_batches: Vec::new(),
+                    large_held: vec![0; slots],
                     broadcast: Vec::new(),
                 },
             ));
