@@ -11,6 +11,12 @@
 //! its never-matched ids (padded, or as is for anti) or, for semi joins, of its matched ids, each
 //! exactly once. Matching is a property of the key, so no row ids and no padded rows move.
 //!
+//! The large side does not move: [`ib_join_in_place`] probes each large record on the worker
+//! that holds it, with no routing operator and no exchange, straight from the batches it
+//! arrived in (only with fewer partitions than workers, where some workers host none, are large
+//! records exchanged to their home partitions). [`ib_join_routed`] takes a large side routed
+//! anywhere, for callers that move it on purpose.
+//!
 //! The dataflow has no loop: the tracking step is a second exchange after the probe at the same
 //! timestamp, so the output at `t` is complete once the tracking operator's frontier passes `t`.
 //! Traffic is counted per partition into the [`LoadRecorder`]: broadcast rows received and
@@ -22,7 +28,7 @@ use std::rc::Rc;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use serde::{Deserialize, Serialize};
-use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::channels::pact::{Exchange, ParallelizationContract, Pipeline};
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, Concat, OkErr};
 use timely::dataflow::StreamVec;
@@ -295,62 +301,22 @@ where
     {
         let scope = self.scope();
         let partitioning = config.partitioning(scope.peers());
-        let spread = RoundRobin::local(&partitioning, scope.index());
-        let keep_left = how.keeps_unmatched(Side::Left);
-        let keep_right = how.keeps_unmatched(Side::Right);
-        let (left, right) = match small {
-            Side::Right => (
-                route(self, "StayLeft", stay_spread(spread.clone(), keep_left)),
-                route(right, "IndexRight", broadcast_index(spread, keep_right)),
-            ),
-            Side::Left => (
-                route(
-                    self,
-                    "IndexLeft",
-                    broadcast_index(spread.clone(), keep_left),
-                ),
-                route(right, "StayRight", stay_spread(spread, keep_right)),
-            ),
-        };
-        ib_join_routed(
-            left,
+        // Each record's home is the next of this worker's partitions: the large side stays.
+        let mut spread_left = RoundRobin::local(&partitioning, scope.index());
+        let mut spread_right = spread_left.clone();
+        ib_join_in_place(
+            self,
             right,
             how,
             small,
             partitioning,
+            (
+                Box::new(move |_, _| spread_left.next_partition()),
+                Box::new(move |_, _| spread_right.next_partition()),
+            ),
             config.loads.clone(),
             logic,
         )
-    }
-}
-
-fn stay_spread<K: JoinKey, V>(
-    mut spread: RoundRobin,
-    keep_nulls: bool,
-) -> impl FnMut(&K, &V) -> Route + 'static {
-    move |key, _| {
-        if key.is_null() && !keep_nulls {
-            Route::Drop
-        } else {
-            Route::To(spread.next_partition())
-        }
-    }
-}
-
-fn broadcast_index<K: JoinKey, V>(
-    mut spread: RoundRobin,
-    keep_nulls: bool,
-) -> impl FnMut(&K, &V) -> Route + 'static {
-    move |key, _| {
-        if key.is_null() {
-            if keep_nulls {
-                Route::To(spread.next_partition())
-            } else {
-                Route::Drop
-            }
-        } else {
-            Route::Broadcast
-        }
     }
 }
 
@@ -397,7 +363,7 @@ where
     match small {
         Side::Left => ib_core(
             left,
-            right,
+            routed_large(right),
             how,
             small,
             TrackingMode::Ib,
@@ -408,7 +374,7 @@ where
         ),
         Side::Right => ib_core(
             right,
-            left,
+            routed_large(left),
             how,
             small,
             TrackingMode::Ib,
@@ -417,6 +383,142 @@ where
             loads,
             move |key, s: Option<&R>, g: Option<&L>, out: &mut Vec<D>| logic(key, g, s, out),
         ),
+    }
+}
+
+/// IB-Join whose large side stays where it is: the `small` side is broadcast as an index (its
+/// NULL-keyed rows, when kept, go to their home), and each large record is probed on the worker
+/// that holds it, with no routing operator and no exchange, counted under its home partition.
+/// `homes` name each record's partition and must name one of the worker the record enters on,
+/// as they do when every worker feeds the rows of its own partitions. With fewer partitions
+/// than workers some workers host none, and their large records are exchanged to their homes.
+#[allow(clippy::too_many_arguments)]
+pub fn ib_join_in_place<'s, T, K, L, R, D, F>(
+    left: StreamVec<'s, T, (K, L)>,
+    right: StreamVec<'s, T, (K, R)>,
+    how: JoinType,
+    small: Side,
+    partitioning: Partitioning,
+    homes: (HomeFn<K, L>, HomeFn<K, R>),
+    loads: LoadRecorder,
+    mut logic: F,
+) -> StreamVec<'s, T, D>
+where
+    T: Timestamp,
+    K: JoinKey,
+    L: ExchangeData + Clone,
+    R: ExchangeData + Clone,
+    D: Clone + 'static,
+    F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
+{
+    let (mut home_left, mut home_right) = homes;
+    let keep_left = how.keeps_unmatched(Side::Left);
+    let keep_right = how.keeps_unmatched(Side::Right);
+    match small {
+        Side::Left => ib_with_home(
+            route(
+                left,
+                "IndexLeft",
+                index_rule_mut(move |k: &K, v: &L| home_left(k, v), keep_left),
+            ),
+            right,
+            home_right,
+            keep_right,
+            how,
+            small,
+            TrackingMode::Ib,
+            by_key,
+            partitioning,
+            loads,
+            logic,
+        ),
+        Side::Right => ib_with_home(
+            route(
+                right,
+                "IndexRight",
+                index_rule_mut(move |k: &K, v: &R| home_right(k, v), keep_right),
+            ),
+            left,
+            home_left,
+            keep_left,
+            how,
+            small,
+            TrackingMode::Ib,
+            by_key,
+            partitioning,
+            loads,
+            move |key, s: Option<&R>, g: Option<&L>, out: &mut Vec<D>| logic(key, g, s, out),
+        ),
+    }
+}
+
+/// [`index_rule`] for a home that may keep state (a round-robin).
+fn index_rule_mut<K: JoinKey, V>(
+    mut home: impl FnMut(&K, &V) -> u32 + 'static,
+    keep_nulls: bool,
+) -> impl FnMut(&K, &V) -> Route + 'static {
+    move |key, value| {
+        if key.is_null() {
+            if keep_nulls {
+                Route::To(home(key, value))
+            } else {
+                Route::Drop
+            }
+        } else {
+            Route::Broadcast
+        }
+    }
+}
+
+/// [`ib_core`] with the large side kept in place when every worker hosts a partition, and
+/// exchanged to `home` otherwise.
+#[allow(clippy::too_many_arguments)]
+fn ib_with_home<'s, T, K, S, G, D, F>(
+    small_routed: StreamVec<'s, T, Routed<K, S>>,
+    large: StreamVec<'s, T, (K, G)>,
+    home: HomeFn<K, G>,
+    keep_large: bool,
+    how: JoinType,
+    small: Side,
+    mode: TrackingMode,
+    order: fn(&mut [(K, S)]),
+    partitioning: Partitioning,
+    loads: LoadRecorder,
+    logic: F,
+) -> StreamVec<'s, T, D>
+where
+    T: Timestamp,
+    K: JoinKey,
+    S: ExchangeData + Clone,
+    G: ExchangeData + Clone,
+    D: Clone + 'static,
+    F: FnMut(&K, Option<&S>, Option<&G>, &mut Vec<D>) + 'static,
+{
+    if partitioning.partitions() >= partitioning.workers() {
+        ib_core(
+            small_routed,
+            in_place_large(large, home, keep_large),
+            how,
+            small,
+            mode,
+            order,
+            partitioning,
+            loads,
+            logic,
+        )
+    } else {
+        let routed = route(large, "StayLarge", home_rule(home, keep_large));
+        ib_core(
+            small_routed,
+            routed_large(routed),
+            how,
+            small,
+            mode,
+            order,
+            partitioning,
+            loads,
+            logic,
+        )
     }
 }
 
@@ -449,9 +551,11 @@ where
     let keep_left = how.keeps_unmatched(Side::Left);
     let keep_right = how.keeps_unmatched(Side::Right);
     match small {
-        Side::Left => ib_core(
+        Side::Left => ib_with_home(
             route(tag_rows(left), "TagLeft", tagged_rule(home_left, keep_left)),
-            route(right, "StayRight", home_rule(home_right, keep_right)),
+            right,
+            home_right,
+            keep_right,
             how,
             small,
             mode,
@@ -462,13 +566,15 @@ where
                 logic(key, s.map(|s| &s.1), g, out)
             },
         ),
-        Side::Right => ib_core(
+        Side::Right => ib_with_home(
             route(
                 tag_rows(right),
                 "TagRight",
                 tagged_rule(home_right, keep_right),
             ),
-            route(left, "StayLeft", home_rule(home_left, keep_left)),
+            left,
+            home_left,
+            keep_left,
             how,
             small,
             mode,
@@ -537,28 +643,93 @@ fn tag_rows<'s, T: Timestamp, K: JoinKey, V: ExchangeData + Clone>(
     })
 }
 
+/// A run of `len` consecutive large records of a batch counted under local slot `slot`
+/// ([`DROPPED`] for records that take no part: NULL keys the join does not keep).
+type Run = (u32, u32);
+
+/// The slot of large records that are not probed.
+const DROPPED: u32 = u32::MAX;
+
 /// Per-time state of the probe on one worker.
-struct Probe<K, S, G> {
+struct Probe<K, S, X> {
     small_own: Vec<Vec<(K, S)>>,
-    /// The large side's batches as they arrived, each record still tagged with its partition:
-    /// keeping timely's containers saves copying every large record once more.
-    large_batches: Vec<Vec<Routed<K, G>>>,
+    /// The large side's batches as they arrived, with the partition of each run of records:
+    /// keeping timely's containers saves copying every large record once more, and inputs fed
+    /// partition by partition make one run per batch.
+    large_batches: Vec<(Vec<X>, Vec<Run>)>,
     /// Large records held per local slot, for the load counters.
     large_held: Vec<u64>,
     broadcast: Vec<(K, S)>,
 }
 
 /// Probes waiting for their inputs to complete, with a capability for their time.
-type PendingProbes<T, K, S, G> = Vec<(Capability<T>, Probe<K, S, G>)>;
+type PendingProbes<T, K, S, X> = Vec<(Capability<T>, Probe<K, S, X>)>;
 
 /// Index kept for the tracking operator of the same worker, per time.
 type SharedIndexes<T, K, S> = Rc<RefCell<Vec<(T, Rc<Index<K, S>>)>>>;
 
+/// The large side of [`ib_core`]: records of type `X` arriving through `pact`, `place(record)`
+/// naming the local partition each is counted under (`None`: it takes no part), `view` its key
+/// and value.
+pub(crate) struct LargeInput<'s, T: Timestamp, K, G, X, P, H> {
+    stream: StreamVec<'s, T, X>,
+    pact: P,
+    place: H,
+    view: fn(&X) -> (&K, &G),
+}
+
+/// A large side already routed to partitions, exchanged to their workers.
+#[allow(clippy::type_complexity)]
+fn routed_large<'s, T: Timestamp, K: JoinKey, G: ExchangeData>(
+    stream: StreamVec<'s, T, Routed<K, G>>,
+) -> LargeInput<
+    's,
+    T,
+    K,
+    G,
+    Routed<K, G>,
+    Exchange<Routed<K, G>, impl FnMut(&Routed<K, G>) -> u64 + 'static>,
+    impl FnMut(&Routed<K, G>) -> Option<u32> + 'static,
+> {
+    LargeInput {
+        stream,
+        pact: Exchange::new(|record: &Routed<K, G>| record.0.exchange_hash()),
+        place: |record: &Routed<K, G>| {
+            Some(
+                record
+                    .0
+                    .as_partition()
+                    .expect("IB-Join never broadcasts the large side"),
+            )
+        },
+        view: |record| (&record.1 .0, &record.1 .1),
+    }
+}
+
+/// A large side that stays where it is: no routing operator and no exchange, each record
+/// probed on the worker that holds it and counted under `home(key, value)`, which must be a
+/// partition of that worker. NULL keys take no part unless kept.
+#[allow(clippy::type_complexity)]
+fn in_place_large<'s, T: Timestamp, K: JoinKey, G: ExchangeData>(
+    stream: StreamVec<'s, T, (K, G)>,
+    mut home: HomeFn<K, G>,
+    keep_nulls: bool,
+) -> LargeInput<'s, T, K, G, (K, G), Pipeline, impl FnMut(&(K, G)) -> Option<u32> + 'static> {
+    LargeInput {
+        stream,
+        pact: Pipeline,
+        place: move |(key, value): &(K, G)| {
+            (keep_nulls || !key.is_null()).then(|| home(key, value))
+        },
+        view: |record| (&record.0, &record.1),
+    }
+}
+
 /// IB-Join with the small side `S` and the large side `G`; `logic(key, small, large, out)`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn ib_core<'s, T, K, S, G, D, F>(
+pub(crate) fn ib_core<'s, T, K, S, G, X, P, H, D, F>(
     small_stream: StreamVec<'s, T, Routed<K, S>>,
-    large_stream: StreamVec<'s, T, Routed<K, G>>,
+    large: LargeInput<'s, T, K, G, X, P, H>,
     how: JoinType,
     small: Side,
     mode: TrackingMode,
@@ -572,9 +743,18 @@ where
     K: JoinKey,
     S: ExchangeData + Clone,
     G: ExchangeData + Clone,
+    X: Clone + 'static,
+    P: ParallelizationContract<T, Vec<X>>,
+    H: FnMut(&X) -> Option<u32> + 'static,
     D: Clone + 'static,
     F: FnMut(&K, Option<&S>, Option<&G>, &mut Vec<D>) + 'static,
 {
+    let LargeInput {
+        stream: large_stream,
+        pact: large_pact,
+        mut place,
+        view,
+    } = large;
     let large = small.other();
     let worker = small_stream.scope().index();
     assert_eq!(
@@ -604,12 +784,12 @@ where
     let probed: StreamVec<'s, T, Result<D, Tracking<K, S>>> = small_stream.binary_frontier(
         large_stream,
         Exchange::new(|record: &Routed<K, S>| record.0.exchange_hash()),
-        Exchange::new(|record: &Routed<K, G>| record.0.exchange_hash()),
+        large_pact,
         "IbProbe",
         move |_capability, _info| {
             let local = probe_local;
             let loads = probe_loads;
-            let mut pending: PendingProbes<T, K, S, G> = Vec::new();
+            let mut pending: PendingProbes<T, K, S, X> = Vec::new();
             let mut out: Vec<D> = Vec::with_capacity(OUTPUT_BATCH);
             let mut received = vec![0u64; slots];
             move |(input_small, frontier_small), (input_large, frontier_large), output| {
@@ -644,11 +824,25 @@ where
                     for batch in data {
                         // One counter update per partition and batch, not per record.
                         received.iter_mut().for_each(|count| *count = 0);
-                        for (dest, _) in batch.iter() {
-                            let partition = dest
-                                .as_partition()
-                                .expect("IB-Join never broadcasts the large side");
-                            received[partitioning.slot(partition)] += 1;
+                        let mut runs: Vec<Run> = Vec::new();
+                        for record in batch.iter() {
+                            let slot = match place(record) {
+                                Some(partition) => {
+                                    assert_eq!(
+                                        partitioning.owner(partition),
+                                        worker,
+                                        "IB-Join probes a large record where it is: its partition must be this worker's"
+                                    );
+                                    let slot = partitioning.slot(partition);
+                                    received[slot] += 1;
+                                    slot as u32
+                                }
+                                None => DROPPED,
+                            };
+                            match runs.last_mut() {
+                                Some((last, len)) if *last == slot => *len += 1,
+                                _ => runs.push((slot, 1)),
+                            }
                         }
                         for (slot, &count) in received.iter().enumerate() {
                             if count > 0 {
@@ -656,7 +850,7 @@ where
                                 state.large_held[slot] += count;
                             }
                         }
-                        state.large_batches.push(std::mem::take(batch));
+                        state.large_batches.push((std::mem::take(batch), runs));
                     }
                 });
 
@@ -710,12 +904,15 @@ where
                     }
                     // One pass over the large batches as they arrived, each record probing the
                     // index directly; a batch is freed as soon as it has been probed.
-                    for batch in state.large_batches {
-                        for (dest, (key, g)) in &batch {
-                            let slot = match dest.as_partition() {
-                                Some(partition) => partitioning.slot(partition),
-                                None => unreachable!("IB-Join never broadcasts the large side"),
-                            };
+                    for (batch, runs) in state.large_batches {
+                        let mut records = batch.iter();
+                        for (slot, len) in runs {
+                          for record in records.by_ref().take(len as usize) {
+                            if slot == DROPPED {
+                                continue;
+                            }
+                            let slot = slot as usize;
+                            let (key, g) = view(record);
                             match table.probe(key) {
                                 Some(group) => {
                                     if tracks {
@@ -736,6 +933,7 @@ where
                                     }
                                 }
                             }
+                          }
                         }
                     }
                     if !out.is_empty() {
@@ -766,7 +964,7 @@ where
                                 let payload = match mode {
                                     TrackingMode::Ib => {
                                         let set = MatchSet::encode(
-                                            &slice_bits(&matched, range.start, range.len()),
+                                            &slice_bits(matched, range.start, range.len()),
                                             range.len(),
                                         );
                                         bytes += set.bytes();
@@ -1000,12 +1198,12 @@ fn stamp_time<T: Timestamp>(stamp: &timely::dataflow::operators::InputCapability
         .clone()
 }
 
-fn probe_state<'a, T: Timestamp, K, S, G>(
-    pending: &'a mut PendingProbes<T, K, S, G>,
+fn probe_state<'a, T: Timestamp, K, S, X>(
+    pending: &'a mut PendingProbes<T, K, S, X>,
     time: &T,
     retain: impl FnOnce() -> Capability<T>,
     slots: usize,
-) -> &'a mut Probe<K, S, G> {
+) -> &'a mut Probe<K, S, X> {
     let index = match pending.iter().position(|(cap, _)| cap.time() == time) {
         Some(index) => index,
         None => {

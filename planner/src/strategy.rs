@@ -550,7 +550,11 @@ mod tests {
         // join type (IB-Join indexes either side whatever the join keeps or filters).
         for how in JoinType::ALL {
             let choice = choose(Strategy::Am, &inputs(how, 1_000_000, 100)).unwrap();
-            assert_eq!(choice.resolved, Resolved::Ib { small: Side::Right }, "{how}");
+            assert_eq!(
+                choice.resolved,
+                Resolved::Ib { small: Side::Right },
+                "{how}"
+            );
             assert!(choice.reason.contains("IB-Join"), "{}", choice.reason);
             let choice = choose(Strategy::Am, &inputs(how, 100, 1_000_000)).unwrap();
             assert_eq!(choice.resolved, Resolved::Ib { small: Side::Left }, "{how}");

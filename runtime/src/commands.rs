@@ -17,11 +17,11 @@ use crate::engine::{self, JoinPlan, OutputTarget, SideData};
 use crate::error::{Error, Result};
 use crate::explain::{HotKey, Plan, SideSummary};
 use crate::generate::{to_batch, to_side};
-use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::io::{
     check_key_compat, extract_keys, key_kinds, output_schema, read_table, row_hashes, write_table,
     FileFormat, OutputWriter,
 };
+use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::metrics::{checksum_hex, Metrics};
 use crate::progress::Progress;
 

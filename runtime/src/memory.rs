@@ -31,7 +31,10 @@ pub fn broadcast_budget(flag: Option<u64>, workers: usize) -> BroadcastBudget {
     }
     let (bytes, measured) = match available_bytes() {
         Some(bytes) => (bytes, "available"),
-        None => (FALLBACK_AVAILABLE_BYTES, "assumed (MemAvailable unreadable)"),
+        None => (
+            FALLBACK_AVAILABLE_BYTES,
+            "assumed (MemAvailable unreadable)",
+        ),
     };
     budget_for(bytes, measured, workers)
 }
@@ -88,7 +91,11 @@ mod tests {
         // 8 GiB and 2 workers: 2 GiB for two copies of 128-byte rows.
         let derived = budget_for(8 << 30, "available", 2);
         assert_eq!(derived.rows, 8 << 20);
-        assert!(derived.source.contains("8.0 GiB available"), "{}", derived.source);
+        assert!(
+            derived.source.contains("8.0 GiB available"),
+            "{}",
+            derived.source
+        );
         // More workers, more copies, fewer rows.
         assert_eq!(budget_for(8 << 30, "available", 8).rows, 2 << 20);
         // Whatever this machine has, the default is a number derived from it.
