@@ -11,17 +11,24 @@
 //! its never-matched ids (padded, or as is for anti) or, for semi joins, of its matched ids, each
 //! exactly once. Matching is a property of the key, so no row ids and no padded rows move.
 //!
+//! The large side does not move: [`ib_join_in_place`] probes each large record on the worker
+//! that holds it, with no routing operator and no exchange, straight from the batches it
+//! arrived in (only with fewer partitions than workers, where some workers host none, are large
+//! records exchanged to their home partitions). [`ib_join_routed`] takes a large side routed
+//! anywhere, for callers that move it on purpose.
+//!
 //! The dataflow has no loop: the tracking step is a second exchange after the probe at the same
 //! timestamp, so the output at `t` is complete once the tracking operator's frontier passes `t`.
 //! Traffic is counted per partition into the [`LoadRecorder`]: broadcast rows received and
 //! tracking messages sent ([`TrafficCounters`](crate::load::TrafficCounters)).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 
+use rustc_hash::{FxBuildHasher, FxHashMap};
+
 use serde::{Deserialize, Serialize};
-use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::channels::pact::{Exchange, ParallelizationContract, Pipeline};
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, Concat, OkErr};
 use timely::dataflow::StreamVec;
@@ -123,11 +130,22 @@ pub fn id_range(partitioning: &Partitioning, owner: u32, keys: usize) -> std::op
     start..end
 }
 
+/// Where one distinct key of the index lives: its id and its rows `rows[start..end]`. Kept in the
+/// hash table's value so that a probe reads one table slot and then the rows, not a third array.
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    id: u32,
+    start: u32,
+    end: u32,
+}
+
 /// The broadcast small side, grouped by key; group `id` is the `id`-th smallest distinct key.
 struct Index<K, S> {
     rows: Vec<(K, S)>,
     starts: Vec<usize>,
-    ids: HashMap<K, u32>,
+    /// Keyed with Fx: every large record probes this table once, and a keyed SipHash there costs
+    /// more than the rest of the probe. Which key gets which id does not depend on the hasher.
+    groups: FxHashMap<K, Group>,
 }
 
 impl<K: JoinKey, S> Index<K, S> {
@@ -135,16 +153,47 @@ impl<K: JoinKey, S> Index<K, S> {
         // Sorting by key alone fixes the key ids; `order` may also fix the rows' positions within
         // a group (DER and DDR name rows by position, so it must be the same on every worker).
         order(&mut rows);
+        assert!(
+            rows.len() < u32::MAX as usize,
+            "the broadcast side has 2^32 rows or more"
+        );
         let mut starts = Vec::new();
-        let mut ids = HashMap::new();
-        for (index, (key, _)) in rows.iter().enumerate() {
-            if index == 0 || rows[index - 1].0 != *key {
-                ids.insert(key.clone(), starts.len() as u32);
+        for index in 0..rows.len() {
+            if index == 0 || rows[index - 1].0 != rows[index].0 {
                 starts.push(index);
             }
         }
         starts.push(rows.len());
-        Index { rows, starts, ids }
+        let mut groups =
+            FxHashMap::with_capacity_and_hasher(starts.len().saturating_sub(1), FxBuildHasher);
+        for (id, bounds) in starts.windows(2).enumerate() {
+            let group = Group {
+                id: id as u32,
+                start: bounds[0] as u32,
+                end: bounds[1] as u32,
+            };
+            groups.insert(rows[bounds[0]].0.clone(), group);
+        }
+        Index {
+            rows,
+            starts,
+            groups,
+        }
+    }
+
+    /// The group of `key`, if the small side has it (NULL keys are never there).
+    #[inline]
+    fn probe(&self, key: &K) -> Option<Group> {
+        if key.is_null() {
+            None
+        } else {
+            self.groups.get(key).copied()
+        }
+    }
+
+    #[inline]
+    fn rows_of(&self, group: Group) -> &[(K, S)] {
+        &self.rows[group.start as usize..group.end as usize]
     }
 
     fn keys(&self) -> usize {
@@ -252,62 +301,22 @@ where
     {
         let scope = self.scope();
         let partitioning = config.partitioning(scope.peers());
-        let spread = RoundRobin::local(&partitioning, scope.index());
-        let keep_left = how.keeps_unmatched(Side::Left);
-        let keep_right = how.keeps_unmatched(Side::Right);
-        let (left, right) = match small {
-            Side::Right => (
-                route(self, "StayLeft", stay_spread(spread.clone(), keep_left)),
-                route(right, "IndexRight", broadcast_index(spread, keep_right)),
-            ),
-            Side::Left => (
-                route(
-                    self,
-                    "IndexLeft",
-                    broadcast_index(spread.clone(), keep_left),
-                ),
-                route(right, "StayRight", stay_spread(spread, keep_right)),
-            ),
-        };
-        ib_join_routed(
-            left,
+        // Each record's home is the next of this worker's partitions: the large side stays.
+        let mut spread_left = RoundRobin::local(&partitioning, scope.index());
+        let mut spread_right = spread_left.clone();
+        ib_join_in_place(
+            self,
             right,
             how,
             small,
             partitioning,
+            (
+                Box::new(move |_, _| spread_left.next_partition()),
+                Box::new(move |_, _| spread_right.next_partition()),
+            ),
             config.loads.clone(),
             logic,
         )
-    }
-}
-
-fn stay_spread<K: JoinKey, V>(
-    mut spread: RoundRobin,
-    keep_nulls: bool,
-) -> impl FnMut(&K, &V) -> Route + 'static {
-    move |key, _| {
-        if key.is_null() && !keep_nulls {
-            Route::Drop
-        } else {
-            Route::To(spread.next_partition())
-        }
-    }
-}
-
-fn broadcast_index<K: JoinKey, V>(
-    mut spread: RoundRobin,
-    keep_nulls: bool,
-) -> impl FnMut(&K, &V) -> Route + 'static {
-    move |key, _| {
-        if key.is_null() {
-            if keep_nulls {
-                Route::To(spread.next_partition())
-            } else {
-                Route::Drop
-            }
-        } else {
-            Route::Broadcast
-        }
     }
 }
 
@@ -354,7 +363,7 @@ where
     match small {
         Side::Left => ib_core(
             left,
-            right,
+            routed_large(right),
             how,
             small,
             TrackingMode::Ib,
@@ -365,7 +374,7 @@ where
         ),
         Side::Right => ib_core(
             right,
-            left,
+            routed_large(left),
             how,
             small,
             TrackingMode::Ib,
@@ -374,6 +383,142 @@ where
             loads,
             move |key, s: Option<&R>, g: Option<&L>, out: &mut Vec<D>| logic(key, g, s, out),
         ),
+    }
+}
+
+/// IB-Join whose large side stays where it is: the `small` side is broadcast as an index (its
+/// NULL-keyed rows, when kept, go to their home), and each large record is probed on the worker
+/// that holds it, with no routing operator and no exchange, counted under its home partition.
+/// `homes` name each record's partition and must name one of the worker the record enters on,
+/// as they do when every worker feeds the rows of its own partitions. With fewer partitions
+/// than workers some workers host none, and their large records are exchanged to their homes.
+#[allow(clippy::too_many_arguments)]
+pub fn ib_join_in_place<'s, T, K, L, R, D, F>(
+    left: StreamVec<'s, T, (K, L)>,
+    right: StreamVec<'s, T, (K, R)>,
+    how: JoinType,
+    small: Side,
+    partitioning: Partitioning,
+    homes: (HomeFn<K, L>, HomeFn<K, R>),
+    loads: LoadRecorder,
+    mut logic: F,
+) -> StreamVec<'s, T, D>
+where
+    T: Timestamp,
+    K: JoinKey,
+    L: ExchangeData + Clone,
+    R: ExchangeData + Clone,
+    D: Clone + 'static,
+    F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
+{
+    let (mut home_left, mut home_right) = homes;
+    let keep_left = how.keeps_unmatched(Side::Left);
+    let keep_right = how.keeps_unmatched(Side::Right);
+    match small {
+        Side::Left => ib_with_home(
+            route(
+                left,
+                "IndexLeft",
+                index_rule_mut(move |k: &K, v: &L| home_left(k, v), keep_left),
+            ),
+            right,
+            home_right,
+            keep_right,
+            how,
+            small,
+            TrackingMode::Ib,
+            by_key,
+            partitioning,
+            loads,
+            logic,
+        ),
+        Side::Right => ib_with_home(
+            route(
+                right,
+                "IndexRight",
+                index_rule_mut(move |k: &K, v: &R| home_right(k, v), keep_right),
+            ),
+            left,
+            home_left,
+            keep_left,
+            how,
+            small,
+            TrackingMode::Ib,
+            by_key,
+            partitioning,
+            loads,
+            move |key, s: Option<&R>, g: Option<&L>, out: &mut Vec<D>| logic(key, g, s, out),
+        ),
+    }
+}
+
+/// [`index_rule`] for a home that may keep state (a round-robin).
+fn index_rule_mut<K: JoinKey, V>(
+    mut home: impl FnMut(&K, &V) -> u32 + 'static,
+    keep_nulls: bool,
+) -> impl FnMut(&K, &V) -> Route + 'static {
+    move |key, value| {
+        if key.is_null() {
+            if keep_nulls {
+                Route::To(home(key, value))
+            } else {
+                Route::Drop
+            }
+        } else {
+            Route::Broadcast
+        }
+    }
+}
+
+/// [`ib_core`] with the large side kept in place when every worker hosts a partition, and
+/// exchanged to `home` otherwise.
+#[allow(clippy::too_many_arguments)]
+fn ib_with_home<'s, T, K, S, G, D, F>(
+    small_routed: StreamVec<'s, T, Routed<K, S>>,
+    large: StreamVec<'s, T, (K, G)>,
+    home: HomeFn<K, G>,
+    keep_large: bool,
+    how: JoinType,
+    small: Side,
+    mode: TrackingMode,
+    order: fn(&mut [(K, S)]),
+    partitioning: Partitioning,
+    loads: LoadRecorder,
+    logic: F,
+) -> StreamVec<'s, T, D>
+where
+    T: Timestamp,
+    K: JoinKey,
+    S: ExchangeData + Clone,
+    G: ExchangeData + Clone,
+    D: Clone + 'static,
+    F: FnMut(&K, Option<&S>, Option<&G>, &mut Vec<D>) + 'static,
+{
+    if partitioning.partitions() >= partitioning.workers() {
+        ib_core(
+            small_routed,
+            in_place_large(large, home, keep_large),
+            how,
+            small,
+            mode,
+            order,
+            partitioning,
+            loads,
+            logic,
+        )
+    } else {
+        let routed = route(large, "StayLarge", home_rule(home, keep_large));
+        ib_core(
+            small_routed,
+            routed_large(routed),
+            how,
+            small,
+            mode,
+            order,
+            partitioning,
+            loads,
+            logic,
+        )
     }
 }
 
@@ -406,9 +551,11 @@ where
     let keep_left = how.keeps_unmatched(Side::Left);
     let keep_right = how.keeps_unmatched(Side::Right);
     match small {
-        Side::Left => ib_core(
+        Side::Left => ib_with_home(
             route(tag_rows(left), "TagLeft", tagged_rule(home_left, keep_left)),
-            route(right, "StayRight", home_rule(home_right, keep_right)),
+            right,
+            home_right,
+            keep_right,
             how,
             small,
             mode,
@@ -419,13 +566,15 @@ where
                 logic(key, s.map(|s| &s.1), g, out)
             },
         ),
-        Side::Right => ib_core(
+        Side::Right => ib_with_home(
             route(
                 tag_rows(right),
                 "TagRight",
                 tagged_rule(home_right, keep_right),
             ),
-            route(left, "StayLeft", home_rule(home_left, keep_left)),
+            left,
+            home_left,
+            keep_left,
             how,
             small,
             mode,
@@ -494,24 +643,93 @@ fn tag_rows<'s, T: Timestamp, K: JoinKey, V: ExchangeData + Clone>(
     })
 }
 
+/// A run of `len` consecutive large records of a batch counted under local slot `slot`
+/// ([`DROPPED`] for records that take no part: NULL keys the join does not keep).
+type Run = (u32, u32);
+
+/// The slot of large records that are not probed.
+const DROPPED: u32 = u32::MAX;
+
 /// Per-time state of the probe on one worker.
-struct Probe<K, S, G> {
+struct Probe<K, S, X> {
     small_own: Vec<Vec<(K, S)>>,
-    large_own: Vec<Vec<(K, G)>>,
+    /// The large side's batches as they arrived, with the partition of each run of records:
+    /// keeping timely's containers saves copying every large record once more, and inputs fed
+    /// partition by partition make one run per batch.
+    large_batches: Vec<(Vec<X>, Vec<Run>)>,
+    /// Large records held per local slot, for the load counters.
+    large_held: Vec<u64>,
     broadcast: Vec<(K, S)>,
 }
 
 /// Probes waiting for their inputs to complete, with a capability for their time.
-type PendingProbes<T, K, S, G> = Vec<(Capability<T>, Probe<K, S, G>)>;
+type PendingProbes<T, K, S, X> = Vec<(Capability<T>, Probe<K, S, X>)>;
 
 /// Index kept for the tracking operator of the same worker, per time.
 type SharedIndexes<T, K, S> = Rc<RefCell<Vec<(T, Rc<Index<K, S>>)>>>;
 
+/// The large side of [`ib_core`]: records of type `X` arriving through `pact`, `place(record)`
+/// naming the local partition each is counted under (`None`: it takes no part), `view` its key
+/// and value.
+pub(crate) struct LargeInput<'s, T: Timestamp, K, G, X, P, H> {
+    stream: StreamVec<'s, T, X>,
+    pact: P,
+    place: H,
+    view: fn(&X) -> (&K, &G),
+}
+
+/// A large side already routed to partitions, exchanged to their workers.
+#[allow(clippy::type_complexity)]
+fn routed_large<'s, T: Timestamp, K: JoinKey, G: ExchangeData>(
+    stream: StreamVec<'s, T, Routed<K, G>>,
+) -> LargeInput<
+    's,
+    T,
+    K,
+    G,
+    Routed<K, G>,
+    Exchange<Routed<K, G>, impl FnMut(&Routed<K, G>) -> u64 + 'static>,
+    impl FnMut(&Routed<K, G>) -> Option<u32> + 'static,
+> {
+    LargeInput {
+        stream,
+        pact: Exchange::new(|record: &Routed<K, G>| record.0.exchange_hash()),
+        place: |record: &Routed<K, G>| {
+            Some(
+                record
+                    .0
+                    .as_partition()
+                    .expect("IB-Join never broadcasts the large side"),
+            )
+        },
+        view: |record| (&record.1 .0, &record.1 .1),
+    }
+}
+
+/// A large side that stays where it is: no routing operator and no exchange, each record
+/// probed on the worker that holds it and counted under `home(key, value)`, which must be a
+/// partition of that worker. NULL keys take no part unless kept.
+#[allow(clippy::type_complexity)]
+fn in_place_large<'s, T: Timestamp, K: JoinKey, G: ExchangeData>(
+    stream: StreamVec<'s, T, (K, G)>,
+    mut home: HomeFn<K, G>,
+    keep_nulls: bool,
+) -> LargeInput<'s, T, K, G, (K, G), Pipeline, impl FnMut(&(K, G)) -> Option<u32> + 'static> {
+    LargeInput {
+        stream,
+        pact: Pipeline,
+        place: move |(key, value): &(K, G)| {
+            (keep_nulls || !key.is_null()).then(|| home(key, value))
+        },
+        view: |record| (&record.0, &record.1),
+    }
+}
+
 /// IB-Join with the small side `S` and the large side `G`; `logic(key, small, large, out)`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn ib_core<'s, T, K, S, G, D, F>(
+pub(crate) fn ib_core<'s, T, K, S, G, X, P, H, D, F>(
     small_stream: StreamVec<'s, T, Routed<K, S>>,
-    large_stream: StreamVec<'s, T, Routed<K, G>>,
+    large: LargeInput<'s, T, K, G, X, P, H>,
     how: JoinType,
     small: Side,
     mode: TrackingMode,
@@ -525,9 +743,18 @@ where
     K: JoinKey,
     S: ExchangeData + Clone,
     G: ExchangeData + Clone,
+    X: Clone + 'static,
+    P: ParallelizationContract<T, Vec<X>>,
+    H: FnMut(&X) -> Option<u32> + 'static,
     D: Clone + 'static,
     F: FnMut(&K, Option<&S>, Option<&G>, &mut Vec<D>) + 'static,
 {
+    let LargeInput {
+        stream: large_stream,
+        pact: large_pact,
+        mut place,
+        view,
+    } = large;
     let large = small.other();
     let worker = small_stream.scope().index();
     assert_eq!(
@@ -557,13 +784,14 @@ where
     let probed: StreamVec<'s, T, Result<D, Tracking<K, S>>> = small_stream.binary_frontier(
         large_stream,
         Exchange::new(|record: &Routed<K, S>| record.0.exchange_hash()),
-        Exchange::new(|record: &Routed<K, G>| record.0.exchange_hash()),
+        large_pact,
         "IbProbe",
         move |_capability, _info| {
             let local = probe_local;
             let loads = probe_loads;
-            let mut pending: PendingProbes<T, K, S, G> = Vec::new();
+            let mut pending: PendingProbes<T, K, S, X> = Vec::new();
             let mut out: Vec<D> = Vec::with_capacity(OUTPUT_BATCH);
+            let mut received = vec![0u64; slots];
             move |(input_small, frontier_small), (input_large, frontier_large), output| {
                 input_small.for_each_stamp(|stamp, data| {
                     let time = stamp_time(&stamp);
@@ -594,13 +822,35 @@ where
                     let time = stamp_time(&stamp);
                     let state = probe_state(&mut pending, &time, || stamp.delayed(&time, 0), slots);
                     for batch in data {
-                        for (dest, record) in batch.drain(..) {
-                            let partition = dest
-                                .as_partition()
-                                .expect("IB-Join never broadcasts the large side");
-                            loads.receive(partition, 1);
-                            state.large_own[partitioning.slot(partition)].push(record);
+                        // One counter update per partition and batch, not per record.
+                        received.iter_mut().for_each(|count| *count = 0);
+                        let mut runs: Vec<Run> = Vec::new();
+                        for record in batch.iter() {
+                            let slot = match place(record) {
+                                Some(partition) => {
+                                    assert_eq!(
+                                        partitioning.owner(partition),
+                                        worker,
+                                        "IB-Join probes a large record where it is: its partition must be this worker's"
+                                    );
+                                    let slot = partitioning.slot(partition);
+                                    received[slot] += 1;
+                                    slot as u32
+                                }
+                                None => DROPPED,
+                            };
+                            match runs.last_mut() {
+                                Some((last, len)) if *last == slot => *len += 1,
+                                _ => runs.push((slot, 1)),
+                            }
                         }
+                        for (slot, &count) in received.iter().enumerate() {
+                            if count > 0 {
+                                loads.receive(local[slot], count);
+                                state.large_held[slot] += count;
+                            }
+                        }
+                        state.large_batches.push((std::mem::take(batch), runs));
                     }
                 });
 
@@ -627,60 +877,75 @@ where
                     let mut session = output.session(&capability);
                     let mut logic = probe_logic.borrow_mut();
                     let words = keys.div_ceil(64);
-                    for (slot, &partition) in local.iter().enumerate() {
-                        let mut produced = 0u64;
-                        let mut matched = if tracks {
-                            vec![0u64; words]
-                        } else {
-                            Vec::new()
-                        };
-                        let held = (state.small_own[slot].len() + state.large_own[slot].len())
-                            as u64
-                            + broadcast_held;
-                        let mut emit = |key: &K, s: Option<&S>, g: Option<&G>, out: &mut Vec<D>| {
-                            produced += 1;
-                            logic(key, s, g, out);
-                            if out.len() >= OUTPUT_BATCH {
-                                session.give_iterator(out.drain(..).map(Ok));
-                            }
-                        };
-                        // Small rows with NULL keys match nothing; they are here only when kept.
-                        if keep_small {
-                            for (key, s) in &state.small_own[slot] {
-                                emit(key, Some(s), None, &mut out);
+                    let mut produced = vec![0u64; slots];
+                    let mut matched: Vec<Vec<u64>> = if tracks {
+                        vec![vec![0u64; words]; slots]
+                    } else {
+                        Vec::new()
+                    };
+                    let mut emit = |slot: usize,
+                                    key: &K,
+                                    s: Option<&S>,
+                                    g: Option<&G>,
+                                    out: &mut Vec<D>| {
+                        produced[slot] += 1;
+                        logic(key, s, g, out);
+                        if out.len() >= OUTPUT_BATCH {
+                            session.give_iterator(out.drain(..).map(Ok));
+                        }
+                    };
+                    // Small rows with NULL keys match nothing; they are here only when kept.
+                    if keep_small {
+                        for (slot, rows) in state.small_own.iter().enumerate() {
+                            for (key, s) in rows {
+                                emit(slot, key, Some(s), None, &mut out);
                             }
                         }
-                        for (key, g) in &state.large_own[slot] {
-                            let id = if key.is_null() {
-                                None
-                            } else {
-                                table.ids.get(key).copied()
-                            };
-                            match id {
-                                Some(id) => {
+                    }
+                    // One pass over the large batches as they arrived, each record probing the
+                    // index directly; a batch is freed as soon as it has been probed.
+                    for (batch, runs) in state.large_batches {
+                        let mut records = batch.iter();
+                        for (slot, len) in runs {
+                          for record in records.by_ref().take(len as usize) {
+                            if slot == DROPPED {
+                                continue;
+                            }
+                            let slot = slot as usize;
+                            let (key, g) = view(record);
+                            match table.probe(key) {
+                                Some(group) => {
                                     if tracks {
-                                        matched[id as usize / 64] |= 1 << (id % 64);
+                                        let id = group.id as usize;
+                                        matched[slot][id / 64] |= 1 << (id % 64);
                                     }
                                     if pairs {
-                                        for (_, s) in table.group(id as usize) {
-                                            emit(key, Some(s), Some(g), &mut out);
+                                        for (_, s) in table.rows_of(group) {
+                                            emit(slot, key, Some(s), Some(g), &mut out);
                                         }
                                     } else if semi_large {
-                                        emit(key, None, Some(g), &mut out);
+                                        emit(slot, key, None, Some(g), &mut out);
                                     }
                                 }
                                 None => {
                                     if keep_large {
-                                        emit(key, None, Some(g), &mut out);
+                                        emit(slot, key, None, Some(g), &mut out);
                                     }
                                 }
                             }
+                          }
                         }
-                        if !out.is_empty() {
-                            session.give_iterator(out.drain(..).map(Ok));
-                        }
-                        loads.output(partition, produced);
+                    }
+                    if !out.is_empty() {
+                        session.give_iterator(out.drain(..).map(Ok));
+                    }
+                    for (slot, &partition) in local.iter().enumerate() {
+                        let held = state.small_own[slot].len() as u64
+                            + state.large_held[slot]
+                            + broadcast_held;
+                        loads.output(partition, produced[slot]);
                         loads.release(partition, held);
+                        let matched = if tracks { &matched[slot][..] } else { &[][..] };
                         if tracks {
                             // Every partition tells every owner of a non-empty range, even when it
                             // matched nothing there: the message is what gives the owner a
@@ -699,7 +964,7 @@ where
                                 let payload = match mode {
                                     TrackingMode::Ib => {
                                         let set = MatchSet::encode(
-                                            &slice_bits(&matched, range.start, range.len()),
+                                            &slice_bits(matched, range.start, range.len()),
                                             range.len(),
                                         );
                                         bytes += set.bytes();
@@ -933,12 +1198,12 @@ fn stamp_time<T: Timestamp>(stamp: &timely::dataflow::operators::InputCapability
         .clone()
 }
 
-fn probe_state<'a, T: Timestamp, K, S, G>(
-    pending: &'a mut PendingProbes<T, K, S, G>,
+fn probe_state<'a, T: Timestamp, K, S, X>(
+    pending: &'a mut PendingProbes<T, K, S, X>,
     time: &T,
     retain: impl FnOnce() -> Capability<T>,
     slots: usize,
-) -> &'a mut Probe<K, S, G> {
+) -> &'a mut Probe<K, S, X> {
     let index = match pending.iter().position(|(cap, _)| cap.time() == time) {
         Some(index) => index,
         None => {
@@ -946,7 +1211,8 @@ fn probe_state<'a, T: Timestamp, K, S, G>(
                 retain(),
                 Probe {
                     small_own: (0..slots).map(|_| Vec::new()).collect(),
-                    large_own: (0..slots).map(|_| Vec::new()).collect(),
+                    large_batches: Vec::new(),
+                    large_held: vec![0; slots],
                     broadcast: Vec::new(),
                 },
             ));

@@ -8,7 +8,9 @@
 //! ```sh
 //! cargo run --release -p skewjoin-planner --example small_large -- 5000000 2
 //! ```
-//! (large rows, workers; defaults 5,000,000 and 2)
+//! (large rows, workers; defaults 5,000,000 and 2). Two more arguments narrow the run, for
+//! profiling one case: the small-side row count and a strategy name (`ib`, `der`, `ddr`,
+//! `shuffle`), e.g. `-- 5000000 2 100000 ib`.
 
 use std::sync::Arc;
 
@@ -36,6 +38,8 @@ fn main() {
         .next()
         .map_or(5_000_000, |a| a.parse().expect("large rows"));
     let workers: usize = args.next().map_or(2, |a| a.parse().expect("workers"));
+    let only_small: Option<u64> = args.next().map(|a| a.parse().expect("small rows"));
+    let only_strategy: Option<String> = args.next();
     println!(
         "large side {large_rows} rows, W = {workers}, full outer join, small side on the right"
     );
@@ -43,6 +47,9 @@ fn main() {
     println!("| small rows | match rate | P | strategy | output rows | tracking bytes | P x K / 8 | broadcast bytes | wall s |");
     println!("|---:|---:|---:|---|---:|---:|---:|---:|---:|");
     for small_rows in [1_000u64, 10_000, 100_000] {
+        if only_small.is_some_and(|only| only != small_rows) {
+            continue;
+        }
         for rate in [0.1f64, 0.5, 0.9] {
             let matched = ((small_rows as f64 * rate) as u64).max(1);
             let large: Arc<[i64]> = (0..large_rows)
@@ -57,6 +64,12 @@ fn main() {
                     Resolved::Ddr { small: Side::Right },
                     Resolved::Shuffle,
                 ] {
+                    if only_strategy
+                        .as_deref()
+                        .is_some_and(|only| only != resolved.name())
+                    {
+                        continue;
+                    }
                     let job = JoinJob {
                         left: Arc::clone(&large),
                         right: Arc::clone(&small),

@@ -9,7 +9,7 @@
 use std::rc::Rc;
 
 use skewjoin_operators::broadcast_join::broadcast_all;
-use skewjoin_operators::ib_join::{baseline_join, ib_join_routed, index_rule, TrackingMode};
+use skewjoin_operators::ib_join::{baseline_join, ib_join_in_place, TrackingMode};
 use skewjoin_operators::partitioned_join::partitioned_join;
 use skewjoin_operators::range_pact::{plan_tables, route_by_ranges, RangeObserver};
 use skewjoin_operators::route::{route, Route, Routed};
@@ -90,29 +90,20 @@ where
             );
             partitioned_join(left, right, how, partitioning, loads, logic)
         }
-        Resolved::Ib { small } => {
-            let keep_left = how.keeps_unmatched(Side::Left);
-            let keep_right = how.keeps_unmatched(Side::Right);
-            let (left, right) = match small {
-                Side::Right => (
-                    route(left, "StayLeft", stay_home(home_left, keep_left)),
-                    route(
-                        right,
-                        "IndexRight",
-                        index_rule(move |k: &K, v: &R| home_right(k, v), keep_right),
-                    ),
-                ),
-                Side::Left => (
-                    route(
-                        left,
-                        "IndexLeft",
-                        index_rule(move |k: &K, v: &L| home_left(k, v), keep_left),
-                    ),
-                    route(right, "StayRight", stay_home(home_right, keep_right)),
-                ),
-            };
-            ib_join_routed(left, right, how, small, partitioning, loads, logic)
-        }
+        // The large side stays on the worker that feeds it: no routing, no exchange.
+        Resolved::Ib { small } => ib_join_in_place(
+            left,
+            right,
+            how,
+            small,
+            partitioning,
+            (
+                Box::new(move |k: &K, v: &L| home_left(k, v)),
+                Box::new(move |k: &K, v: &R| home_right(k, v)),
+            ),
+            loads,
+            logic,
+        ),
         Resolved::Der { small } | Resolved::Ddr { small } => {
             let mode = match resolved {
                 Resolved::Der { .. } => TrackingMode::Der,

@@ -128,7 +128,13 @@ mod tests {
                 left_rows: spec.left_rows,
                 right_rows: spec.right_rows,
                 workers: 2,
-                broadcast_limit: u64::MAX,
+                // Broadcast may copy any side; AM-Join must not turn into IB-Join on these
+                // Small-Large-looking inputs, or its own plan would go untested here.
+                broadcast_limit: if strategy == Strategy::Am {
+                    0
+                } else {
+                    u64::MAX
+                },
             },
         )
         .ok()?

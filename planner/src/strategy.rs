@@ -281,8 +281,68 @@ pub struct PlanInputs {
     pub right_rows: u64,
     /// Worker count W.
     pub workers: usize,
-    /// The most rows the planner may copy to every worker.
+    /// The most rows the planner may copy to every worker (the broadcast budget): `auto` and
+    /// AM-Join broadcast a side only when its row count is within it. The runtime derives a
+    /// default from the machine's memory with [`broadcast_limit_for_memory`].
     pub broadcast_limit: u64,
+}
+
+/// Bytes one broadcast row is estimated to take in a worker's copy of the index: the row itself
+/// (a key and a row reference, about 40 bytes), its share of the key table (key, id and row span
+/// at a load factor below 7/8) and of the exchange buffers it passed through, rounded up to leave
+/// room for string keys.
+pub const INDEXED_ROW_BYTES: u64 = 128;
+
+/// The share of available memory, as a divisor, that all workers' copies of a broadcast side may
+/// take together: a quarter, leaving the rest to the large side held for the probe, the output
+/// and everything else on the machine.
+pub const BROADCAST_MEMORY_DIVISOR: u64 = 4;
+
+/// The broadcast budget in rows for `available_bytes` of memory and `workers` workers in one
+/// process: a side may be broadcast when `rows x INDEXED_ROW_BYTES x W` fits in a quarter of the
+/// available memory, since every worker builds its own copy of the index. The planner does no IO;
+/// the caller measures the memory (the `skewjoin` binary reads `MemAvailable`).
+///
+/// ```
+/// use skewjoin_planner::strategy::broadcast_limit_for_memory;
+/// // 16 GiB available, 8 workers: 4 GiB for 8 copies of 128-byte rows.
+/// assert_eq!(broadcast_limit_for_memory(16 << 30, 8), 4 << 20);
+/// assert_eq!(broadcast_limit_for_memory(0, 8), 0);
+/// ```
+pub fn broadcast_limit_for_memory(available_bytes: u64, workers: usize) -> u64 {
+    available_bytes / BROADCAST_MEMORY_DIVISOR / (INDEXED_ROW_BYTES * workers.max(1) as u64)
+}
+
+/// Whether a side of `rows` rows fits the broadcast budget.
+pub fn fits_broadcast(inputs: &PlanInputs, rows: u64) -> bool {
+    rows <= inputs.broadcast_limit
+}
+
+/// A Small-Large join: the smaller side fits the broadcast budget and copying it to every worker
+/// moves no more records than shuffling both sides would. Returns that side and the reason's
+/// common part. `auto` and AM-Join decide the same way, so they agree on what is Small-Large.
+pub fn small_large(inputs: &PlanInputs) -> Option<(Side, String)> {
+    let small = smaller_side(inputs);
+    let (small_rows, large_rows) = match small {
+        Side::Left => (inputs.left_rows, inputs.right_rows),
+        Side::Right => (inputs.right_rows, inputs.left_rows),
+    };
+    if !fits_broadcast(inputs, small_rows) {
+        return None;
+    }
+    let workers = inputs.workers.max(1) as u64;
+    // Shuffle moves (W-1)/W of both sides; broadcast moves the small side to W-1 workers.
+    let shuffle_moved = (small_rows + large_rows) * (workers - 1) / workers;
+    let broadcast_moved = small_rows * (workers - 1);
+    (broadcast_moved <= shuffle_moved).then(|| {
+        (
+            small,
+            format!(
+                "the {small} side ({small_rows} rows) is within the broadcast budget ({} rows) and copying it moves {broadcast_moved} records against {shuffle_moved} for a shuffle",
+                inputs.broadcast_limit
+            ),
+        )
+    })
 }
 
 /// A choice and the reason for it, for `explain` and the run summary.
@@ -344,11 +404,20 @@ pub fn choose(strategy: Strategy, inputs: &PlanInputs) -> Result<Choice, String>
                 reason: format!("asked for; the {small} side is the smaller side"),
             })
         }
-        Strategy::Am => Ok(Choice {
-            resolved: Resolved::Am {
-                params: AmParams::default(),
+        // The AM-Join paper sends Small-Large joins to IB-Join: with a whole side within the
+        // broadcast budget there is nothing for key classes to balance, and IB-Join can index
+        // either side for every join type.
+        Strategy::Am => Ok(match small_large(inputs) {
+            Some((small, why)) => Choice {
+                resolved: Resolved::Ib { small },
+                reason: format!("asked for AM-Join, which runs IB-Join on Small-Large joins: {why}"),
             },
-            reason: "asked for".into(),
+            None => Choice {
+                resolved: Resolved::Am {
+                    params: AmParams::default(),
+                },
+                reason: "asked for; no side fits the broadcast budget profitably".into(),
+            },
         }),
         Strategy::Tree => Ok(Choice {
             resolved: Resolved::Tree {
@@ -443,7 +512,7 @@ fn choose_auto(inputs: &PlanInputs) -> Choice {
             return Choice {
                 resolved: Resolved::Broadcast { side },
                 reason: format!(
-                    "the {side} side ({small} rows) is within the broadcast limit ({}) and copying it moves {broadcast_moved} records against {shuffle_moved} for a shuffle",
+                    "the {side} side ({small} rows) is within the broadcast budget ({} rows) and copying it moves {broadcast_moved} records against {shuffle_moved} for a shuffle",
                     inputs.broadcast_limit
                 ),
             };
@@ -451,21 +520,13 @@ fn choose_auto(inputs: &PlanInputs) -> Choice {
     }
     // A plain broadcast cannot track the small side; IB-Join can, at the cost of one bit per
     // distinct key per partition.
-    let small = smaller_side(inputs);
-    let (small_rows, large_rows) = match small {
-        Side::Left => (inputs.left_rows, inputs.right_rows),
-        Side::Right => (inputs.right_rows, inputs.left_rows),
-    };
-    if inputs.how.tracks_matches(small) && small_rows <= inputs.broadcast_limit {
-        let workers = inputs.workers.max(1) as u64;
-        let shuffle_moved = (small_rows + large_rows) * (workers - 1) / workers;
-        let broadcast_moved = small_rows * (workers - 1);
-        if broadcast_moved <= shuffle_moved {
+    if let Some((small, why)) = small_large(inputs) {
+        if inputs.how.tracks_matches(small) {
             return Choice {
                 resolved: Resolved::Ib { small },
                 reason: format!(
-                    "the {small} side ({small_rows} rows) is within the broadcast limit ({}) but the {} join keeps or filters it by matches, so IB-Join tracks them by key id; copying moves {broadcast_moved} records against {shuffle_moved} for a shuffle",
-                    inputs.broadcast_limit, inputs.how
+                    "{why}, but the {} join keeps or filters it by matches, so IB-Join tracks them by key id",
+                    inputs.how
                 ),
             };
         }
@@ -504,6 +565,57 @@ mod tests {
         assert_eq!(choice.resolved, Resolved::Shuffle);
         let choice = choose(Strategy::Auto, &inputs(JoinType::Inner, 1000, 1000)).unwrap();
         assert_eq!(choice.resolved, Resolved::Shuffle);
+    }
+
+    #[test]
+    fn am_join_runs_ib_join_when_a_side_fits_the_budget() {
+        // Small-Large: the right side fits and copying it is cheaper than a shuffle, for every
+        // join type (IB-Join indexes either side whatever the join keeps or filters).
+        for how in JoinType::ALL {
+            let choice = choose(Strategy::Am, &inputs(how, 1_000_000, 100)).unwrap();
+            assert_eq!(
+                choice.resolved,
+                Resolved::Ib { small: Side::Right },
+                "{how}"
+            );
+            assert!(choice.reason.contains("IB-Join"), "{}", choice.reason);
+            let choice = choose(Strategy::Am, &inputs(how, 100, 1_000_000)).unwrap();
+            assert_eq!(choice.resolved, Resolved::Ib { small: Side::Left }, "{how}");
+        }
+        // Over the budget: AM-Join's own plan, even though the side is much the smaller.
+        let mut over = inputs(JoinType::Full, 10_000_000, 2_000_000);
+        over.broadcast_limit = 1_999_999;
+        let choice = choose(Strategy::Am, &over).unwrap();
+        assert!(matches!(choice.resolved, Resolved::Am { .. }), "{choice:?}");
+        over.broadcast_limit = 2_000_000;
+        let choice = choose(Strategy::Am, &over).unwrap();
+        assert_eq!(choice.resolved, Resolved::Ib { small: Side::Right });
+        // Within the budget but not Small-Large: copying 1000 rows to 3 more workers moves more
+        // than shuffling both sides would.
+        let choice = choose(Strategy::Am, &inputs(JoinType::Inner, 1000, 1000)).unwrap();
+        assert!(matches!(choice.resolved, Resolved::Am { .. }), "{choice:?}");
+        // A zero budget keeps AM-Join's own plan whatever the sizes.
+        let mut none = inputs(JoinType::Full, 1_000_000, 1);
+        none.broadcast_limit = 0;
+        assert!(matches!(
+            choose(Strategy::Am, &none).unwrap().resolved,
+            Resolved::Am { .. }
+        ));
+        // Tree keeps its grid: the rule is AM-Join's.
+        let choice = choose(Strategy::Tree, &inputs(JoinType::Full, 1_000_000, 100)).unwrap();
+        assert!(matches!(choice.resolved, Resolved::Tree { .. }));
+    }
+
+    #[test]
+    fn the_budget_follows_memory_and_workers() {
+        // A quarter of the memory, shared by one 128-byte copy per worker.
+        assert_eq!(broadcast_limit_for_memory(1 << 30, 1), (1 << 28) / 128);
+        assert_eq!(broadcast_limit_for_memory(1 << 30, 4), (1 << 28) / 512);
+        assert_eq!(broadcast_limit_for_memory(1 << 30, 0), (1 << 28) / 128);
+        assert_eq!(broadcast_limit_for_memory(100, 1), 0);
+        let fits = inputs(JoinType::Inner, 10, 1_000_001);
+        assert!(fits_broadcast(&fits, 1_000_000));
+        assert!(!fits_broadcast(&fits, 1_000_001));
     }
 
     #[test]

@@ -99,9 +99,11 @@ pub struct JoinArgs {
     /// Write run metrics (per-partition load, imbalance, timings) as JSON here.
     #[arg(long)]
     pub metrics: Option<PathBuf>,
-    /// The most rows `auto` will copy to every worker.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub broadcast_limit: u64,
+    /// The broadcast budget: the most rows `auto` and AM-Join copy to every worker (as an index
+    /// for IB-Join). Default: a side fits when rows x 128 bytes x workers is within a quarter
+    /// of the available memory (MemAvailable; 4 GiB assumed where unreadable).
+    #[arg(long)]
+    pub broadcast_limit: Option<u64>,
     /// AM-Join and tree: a key is hot on a side above this many thousandths of one partition's
     /// share of that side's rows (default 5).
     #[arg(long)]

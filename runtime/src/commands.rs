@@ -22,6 +22,7 @@ use crate::io::{
     check_key_compat, extract_keys, key_kinds, output_schema, read_table, row_hashes, write_table,
     FileFormat, OutputWriter,
 };
+use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::metrics::{checksum_hex, Metrics};
 use crate::progress::Progress;
 
@@ -140,6 +141,7 @@ struct Prepared {
     rows: (u64, u64),
     read_seconds: f64,
     choice: Choice,
+    budget: BroadcastBudget,
     output_format: Option<FileFormat>,
 }
 
@@ -221,6 +223,7 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
     ));
 
     let rows = (left.keys.len() as u64, right.keys.len() as u64);
+    let budget = broadcast_budget(args.broadcast_limit, workers);
     let mut choice = choose(
         strategy,
         &PlanInputs {
@@ -228,7 +231,7 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
             left_rows: rows.0,
             right_rows: rows.1,
             workers,
-            broadcast_limit: args.broadcast_limit,
+            broadcast_limit: budget.rows,
         },
     )
     .map_err(Error::Usage)?;
@@ -243,7 +246,7 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
                     left_rows: rows.0,
                     right_rows: rows.1,
                     workers,
-                    broadcast_limit: args.broadcast_limit,
+                    broadcast_limit: budget.rows,
                 },
             )
             .map_err(Error::Usage)?;
@@ -266,6 +269,7 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
         rows,
         read_seconds,
         choice,
+        budget,
         output_format,
     })
 }
@@ -281,6 +285,7 @@ fn run_prepared(args: &JoinArgs, prepared: Prepared, progress: &mut Progress) ->
         rows,
         read_seconds,
         choice,
+        budget: _,
         output_format,
     } = prepared;
     let output = match (&args.output, output_format) {
@@ -385,13 +390,16 @@ pub fn explain(args: ExplainArgs) -> Result<()> {
             rows: stats.left_rows,
             distinct_keys: left_distinct,
             null_keys: stats.left_nulls,
+            fits_broadcast: stats.left_rows <= prepared.budget.rows,
         },
         right: SideSummary {
             path: args.join.right.display().to_string(),
             rows: stats.right_rows,
             distinct_keys: right_distinct,
             null_keys: stats.right_nulls,
+            fits_broadcast: stats.right_rows <= prepared.budget.rows,
         },
+        broadcast_budget: prepared.budget.clone(),
         hot_keys: hot,
         predicted_output_rows: predicted
             .as_ref()
@@ -635,7 +643,9 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             left_rows: spec.left_rows,
             right_rows: spec.right_rows,
             workers,
-            broadcast_limit: u64::MAX,
+            // No budget: each strategy runs as named (AM-Join would run IB-Join on a side within
+            // a budget, and the demo shows AM-Join's own key classes).
+            broadcast_limit: 0,
         };
         let choice = match choose(strategy, &inputs) {
             Ok(choice) => with_vprp_flags(choice, &run)?,

@@ -7,6 +7,7 @@ use std::fmt::Write;
 use serde::Serialize;
 use skewjoin_operators::PartitionLoad;
 
+use crate::memory::BroadcastBudget;
 use crate::metrics::Metrics;
 
 /// One input, summarised.
@@ -20,6 +21,8 @@ pub struct SideSummary {
     pub distinct_keys: u64,
     /// Rows with a NULL key.
     pub null_keys: u64,
+    /// Whether its row count is within the broadcast budget.
+    pub fits_broadcast: bool,
 }
 
 /// A key that produces much output.
@@ -52,6 +55,8 @@ pub struct Plan {
     pub left: SideSummary,
     /// The right input.
     pub right: SideSummary,
+    /// The most rows `auto` and AM-Join copy to every worker, and where that figure came from.
+    pub broadcast_budget: BroadcastBudget,
     /// The keys producing the most output, most first.
     pub hot_keys: Vec<HotKey>,
     /// Predicted output rows (absent for strategies the cost model does not cover).
@@ -79,10 +84,23 @@ impl Plan {
         for (name, side) in [("left", &self.left), ("right", &self.right)] {
             let _ = writeln!(
                 out,
-                "{name}:  {} - {} rows, {} distinct keys, {} NULL keys",
-                side.path, side.rows, side.distinct_keys, side.null_keys
+                "{name}:  {} - {} rows, {} distinct keys, {} NULL keys, {} the broadcast budget",
+                side.path,
+                side.rows,
+                side.distinct_keys,
+                side.null_keys,
+                if side.fits_broadcast {
+                    "within"
+                } else {
+                    "over"
+                }
             );
         }
+        let _ = writeln!(
+            out,
+            "broadcast budget: {} rows ({})",
+            self.broadcast_budget.rows, self.broadcast_budget.source
+        );
         if !self.hot_keys.is_empty() {
             let _ = writeln!(out, "\nhottest keys (by output pairs):");
             let _ = writeln!(

@@ -8,5 +8,6 @@ pub mod error;
 pub mod explain;
 pub mod generate;
 pub mod io;
+pub mod memory;
 pub mod metrics;
 pub mod progress;

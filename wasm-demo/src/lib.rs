@@ -25,6 +25,7 @@ use skewjoin_planner::exec::JoinJob;
 use skewjoin_planner::exec_local::{execute_local, CountSink};
 use skewjoin_planner::report::StrategyReport;
 use skewjoin_planner::row_hash::table_row_hashes;
+use skewjoin_planner::strategy::broadcast_limit_for_memory;
 use skewjoin_planner::{choose, PlanInputs, Resolved, Strategy};
 use wasm_bindgen::prelude::*;
 
@@ -40,8 +41,9 @@ pub const MAX_PARTITIONS: usize = 256;
 /// already make 10^10; beyond this the page would freeze for many seconds.
 pub const MAX_OUTPUT_ROWS: u64 = 300_000_000;
 
-/// The `auto` strategy's broadcast limit, the same default as `skewjoin join`.
-pub const BROADCAST_LIMIT: u64 = 1_000_000;
+/// The memory the broadcast budget is computed for: a page cannot read the machine's memory, so
+/// it uses the native binary's fallback for machines whose memory it cannot read.
+pub const ASSUMED_MEMORY_BYTES: u64 = 4 << 30;
 
 /// What the page asks for: the data (the flags of `skewjoin gen`), the join and the strategies.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -272,7 +274,7 @@ pub fn run_request(request: &DemoRequest) -> Result<DemoResponse, String> {
         right_rows: spec.right_rows,
         // Each partition stands for a worker of a native run with P = W.
         workers: request.partitions,
-        broadcast_limit: BROADCAST_LIMIT,
+        broadcast_limit: broadcast_limit_for_memory(ASSUMED_MEMORY_BYTES, request.partitions),
     };
     let mut runs = Vec::with_capacity(strategies.len());
     for (requested, strategy) in strategies {

@@ -1,0 +1,105 @@
+//! The broadcast budget's default, from the machine's available memory.
+//!
+//! The planner does no IO and takes the budget as a row count; this module measures the memory it
+//! is derived from (`MemAvailable` in `/proc/meminfo` on Linux, a fixed fallback elsewhere) and
+//! applies the planner's rule, [`broadcast_limit_for_memory`].
+
+use serde::Serialize;
+use skewjoin_planner::strategy::broadcast_limit_for_memory;
+
+/// The memory assumed when it cannot be read (not Linux, or no `/proc`): 4 GiB, a small
+/// machine's, so that the default errs towards shuffling.
+pub const FALLBACK_AVAILABLE_BYTES: u64 = 4 << 30;
+
+/// The broadcast budget a run plans with, and where it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BroadcastBudget {
+    /// The most rows `auto` and AM-Join copy to every worker.
+    pub rows: u64,
+    /// Where the figure came from, in words.
+    pub source: String,
+}
+
+/// The budget for `workers` workers: `--broadcast-limit` when given, otherwise derived from the
+/// available memory.
+pub fn broadcast_budget(flag: Option<u64>, workers: usize) -> BroadcastBudget {
+    if let Some(rows) = flag {
+        return BroadcastBudget {
+            rows,
+            source: "--broadcast-limit".into(),
+        };
+    }
+    let (bytes, measured) = match available_bytes() {
+        Some(bytes) => (bytes, "available"),
+        None => (
+            FALLBACK_AVAILABLE_BYTES,
+            "assumed (MemAvailable unreadable)",
+        ),
+    };
+    budget_for(bytes, measured, workers)
+}
+
+fn budget_for(bytes: u64, measured: &str, workers: usize) -> BroadcastBudget {
+    BroadcastBudget {
+        rows: broadcast_limit_for_memory(bytes, workers),
+        source: format!(
+            "a quarter of {:.1} GiB {measured}, one {}-byte row per worker",
+            bytes as f64 / (1u64 << 30) as f64,
+            skewjoin_planner::strategy::INDEXED_ROW_BYTES
+        ),
+    }
+}
+
+/// `MemAvailable` from `/proc/meminfo`, in bytes; `None` where it cannot be read.
+pub fn available_bytes() -> Option<u64> {
+    parse_mem_available(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// The `MemAvailable:` line of a `/proc/meminfo` text (in kB there), in bytes.
+fn parse_mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemAvailable:"))?;
+    let mut words = line.split_whitespace();
+    let value: u64 = words.next()?.parse().ok()?;
+    let unit = match words.next() {
+        Some("kB") => 1024,
+        None => 1,
+        Some(_) => return None,
+    };
+    value.checked_mul(unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_available_is_read_in_bytes() {
+        let text = "MemTotal:       16384000 kB\nMemFree:  100 kB\nMemAvailable:    8388608 kB\n";
+        assert_eq!(parse_mem_available(text), Some(8 << 30));
+        assert_eq!(parse_mem_available("MemTotal: 5 kB\n"), None);
+        assert_eq!(parse_mem_available("MemAvailable: lots kB\n"), None);
+        assert_eq!(parse_mem_available("MemAvailable: 5 MB\n"), None);
+    }
+
+    #[test]
+    fn the_flag_wins_and_the_default_follows_memory() {
+        let given = broadcast_budget(Some(123), 4);
+        assert_eq!(given.rows, 123);
+        assert_eq!(given.source, "--broadcast-limit");
+        // 8 GiB and 2 workers: 2 GiB for two copies of 128-byte rows.
+        let derived = budget_for(8 << 30, "available", 2);
+        assert_eq!(derived.rows, 8 << 20);
+        assert!(
+            derived.source.contains("8.0 GiB available"),
+            "{}",
+            derived.source
+        );
+        // More workers, more copies, fewer rows.
+        assert_eq!(budget_for(8 << 30, "available", 8).rows, 2 << 20);
+        // Whatever this machine has, the default is a number derived from it.
+        let here = broadcast_budget(None, 2);
+        assert!(here.source.contains("GiB"), "{}", here.source);
+    }
+}
