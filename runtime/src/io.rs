@@ -1382,6 +1382,70 @@ mod tests {
         assert!(message.contains("UTF-8"), "{message}");
     }
 
+    /// CSV-like bytes: a header and rows of a fixed field count whose fields are numbers, words,
+    /// empty, quoted (with separators and line ends inside) or not UTF-8, then a few bytes
+    /// overwritten with anything, so that both well-formed and broken files come out.
+    fn csv_like_bytes() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let field = prop_oneof![
+            4 => (-50i64..50).prop_map(|n| n.to_string().into_bytes()),
+            2 => "[a-c]{0,3}".prop_map(String::into_bytes),
+            1 => Just(b"\"x,\ny\"".to_vec()),
+            1 => Just(b"1.5".to_vec()),
+            1 => Just(vec![b'c', 0xe9]),
+        ];
+        let table = (1usize..4).prop_flat_map(move |columns| {
+            proptest::collection::vec(proptest::collection::vec(field.clone(), columns), 0..8)
+        });
+        let corruption =
+            proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3);
+        (table, corruption, any::<bool>()).prop_map(|(rows, corruption, crlf)| {
+            let mut bytes = Vec::new();
+            let columns = rows.first().map_or(1, Vec::len);
+            let header: Vec<String> = (0..columns).map(|c| format!("c{c}")).collect();
+            bytes.extend_from_slice(header.join(",").as_bytes());
+            for row in rows {
+                bytes.extend_from_slice(if crlf { b"\r\n" } else { b"\n" });
+                bytes.extend_from_slice(&row.join(&b',')[..]);
+            }
+            for (at, byte) in corruption {
+                if !bytes.is_empty() {
+                    let at = at.index(bytes.len());
+                    bytes[at] = byte;
+                }
+            }
+            bytes
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, ..Default::default() })]
+        /// The CSV path never panics: any bytes are read as a table or rejected as bad input that
+        /// names the file; a table read is joinable by any of its columns or rejected likewise.
+        #[test]
+        fn csv_reading_never_panics(bytes in csv_like_bytes()) {
+            let dir = TempDir::new().unwrap();
+            let path = write_bytes(&dir, "fuzz.csv", &bytes);
+            match read_table(&path, FileFormat::Csv) {
+                Ok(batch) => {
+                    let _ = row_hashes(&batch);
+                    let columns: Vec<String> =
+                        batch.schema().fields().iter().map(|f| f.name().clone()).collect();
+                    for column in &columns {
+                        if let Err(error) = extract_keys(&batch, std::slice::from_ref(column), &path) {
+                            let message = error.to_string();
+                            proptest::prop_assert!(message.contains("fuzz.csv"), "{}", message);
+                        }
+                    }
+                }
+                Err(Error::Input(message)) => {
+                    proptest::prop_assert!(message.contains("fuzz.csv"), "{}", message);
+                }
+                Err(other) => proptest::prop_assert!(false, "not an input error: {:?}", other),
+            }
+        }
+    }
+
     #[test]
     fn key_type_mismatch_names_both_columns() {
         let left = Schema::new(vec![Field::new("id", DataType::Int64, false)]);
