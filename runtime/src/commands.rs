@@ -111,6 +111,7 @@ fn write_atomically(path: &Path, text: &str) -> Result<()> {
     };
     let fail = |e: std::io::Error| Error::Io(format!("{}: cannot write: {e}", path.display()));
     let mut file = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
+    let _registered = crate::interrupt::Registered::new(file.path());
     file.write_all(text.as_bytes()).map_err(fail)?;
     file.persist(path).map_err(|e| fail(e.error))?;
     Ok(())

@@ -978,6 +978,8 @@ pub struct OutputWriter {
     /// Whether any batch was written: a CSV header is only written with the first batch.
     wrote_any: bool,
     temp: TempPath,
+    /// Keeps `temp` registered for removal on Ctrl-C until it is renamed or deleted.
+    _interrupt: crate::interrupt::Registered,
 }
 
 // The runtime shares one writer among worker threads behind a mutex.
@@ -1035,6 +1037,7 @@ impl OutputWriter {
                 })
             })?
             .into_parts();
+        let interrupt = crate::interrupt::Registered::new(&temp);
         let file = BufWriter::new(file);
         let sink = match format {
             FileFormat::Parquet => {
@@ -1062,6 +1065,7 @@ impl OutputWriter {
             path: path.to_path_buf(),
             wrote_any: false,
             temp,
+            _interrupt: interrupt,
         })
     }
 
@@ -1099,6 +1103,7 @@ impl OutputWriter {
             path,
             wrote_any,
             temp,
+            _interrupt,
         } = self;
         let buffered = match sink {
             Sink::Parquet(writer) => writer

@@ -7,6 +7,7 @@ pub mod engine;
 pub mod error;
 pub mod explain;
 pub mod generate;
+pub mod interrupt;
 pub mod io;
 pub mod memory;
 pub mod metrics;

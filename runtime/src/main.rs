@@ -8,6 +8,8 @@ use skewjoin_runtime::commands;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Ctrl-C removes unfinished output files and exits with 130.
+    skewjoin_runtime::interrupt::install();
     let result = match cli.command {
         Command::Join(args) => commands::join(args),
         Command::Gen(args) => commands::gen(args),

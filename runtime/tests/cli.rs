@@ -1442,3 +1442,84 @@ fn pavlo_refuses_flags_of_the_plain_pair_and_keeps_the_default_kind() {
     .success();
     assert!(run.stdout.contains("plain/left.parquet"), "{}", run.stdout);
 }
+
+// ---------------------------------------------------------------------------------------------
+// 6. Interrupts
+// ---------------------------------------------------------------------------------------------
+
+/// Ctrl-C while the output is being written: the run exits with 130 and leaves neither the
+/// output nor its temporary file behind.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_removes_the_unfinished_output() {
+    use std::time::{Duration, Instant};
+    let dir = TempDir::new().unwrap();
+    // 50 keys of 4,000 rows a side: 800 million output rows, minutes of CSV writing.
+    skewjoin(
+        dir.path(),
+        &[
+            "gen", "--out", "d", "--rows", "200000", "--keys", "50", "--skew", "0",
+        ],
+    )
+    .success();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skewjoin"))
+        .args([
+            "join",
+            "d/left.parquet",
+            "d/right.parquet",
+            "--on",
+            "key",
+            "--strategy",
+            "shuffle",
+            "-o",
+            "out.csv",
+            "--quiet",
+        ])
+        .current_dir(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the skewjoin binary runs");
+    // Wait until the temporary output file exists (the join is writing), then interrupt.
+    let start = Instant::now();
+    let temporary = || {
+        listing(dir.path())
+            .into_iter()
+            .any(|name| name.starts_with(".out.csv") && name.ends_with(".tmp"))
+    };
+    while !temporary() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no temporary output appeared"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the join ended before it could be interrupted"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the join did not stop within 60 s of Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert_eq!(
+        listing(dir.path()),
+        names(&["d"]),
+        "no output and no temporary file are left"
+    );
+}

@@ -1,0 +1,106 @@
+//! Ctrl-C stops a run cleanly: on SIGINT (or SIGTERM) the temporary files of the outputs being
+//! written are removed and the process exits with code 130, so an interrupted run never leaves a
+//! partial file behind, under its final name or a temporary one.
+//!
+//! Outputs are written to a temporary file that is renamed onto the target when complete
+//! ([`crate::io::OutputWriter`]); each such file is registered here while it exists. The handler
+//! runs on a thread of its own (the `ctrlc` crate), removes what is registered and exits.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// A set of files to remove on an interrupt.
+struct Pending(Mutex<Vec<PathBuf>>);
+
+impl Pending {
+    const fn new() -> Pending {
+        Pending(Mutex::new(Vec::new()))
+    }
+
+    fn files(&self) -> std::sync::MutexGuard<'_, Vec<PathBuf>> {
+        // A panic elsewhere while holding the lock must not stop the cleanup.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn add(&self, path: &Path) {
+        self.files().push(path.to_path_buf());
+    }
+
+    fn forget(&self, path: &Path) {
+        let mut files = self.files();
+        if let Some(index) = files.iter().position(|file| file == path) {
+            files.swap_remove(index);
+        }
+    }
+
+    /// Removes every file; returns how many existed.
+    fn remove_all(&self) -> usize {
+        self.files()
+            .drain(..)
+            .filter(|path| std::fs::remove_file(path).is_ok())
+            .count()
+    }
+}
+
+/// The temporary output files of this process being written.
+static PENDING: Pending = Pending::new();
+
+/// The exit code of an interrupted run (128 + SIGINT, what shells report).
+pub const INTERRUPTED_EXIT_CODE: i32 = 130;
+
+/// Installs the handler; once per process (later calls do nothing).
+pub fn install() {
+    // An error means a handler is already installed: keep it.
+    let _ = ctrlc::set_handler(|| {
+        let removed = PENDING.remove_all();
+        if removed > 0 {
+            eprintln!("\nskewjoin: interrupted; removed {removed} unfinished output file(s)");
+        } else {
+            eprintln!("\nskewjoin: interrupted");
+        }
+        std::process::exit(INTERRUPTED_EXIT_CODE);
+    });
+}
+
+/// A temporary output file, registered for removal on Ctrl-C while this value lives.
+#[derive(Debug)]
+pub struct Registered(PathBuf);
+
+impl Registered {
+    /// Registers `path`.
+    pub fn new(path: &Path) -> Registered {
+        PENDING.add(path);
+        Registered(path.to_path_buf())
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        PENDING.forget(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registered_files_are_removed_and_unregistered_ones_kept() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let unfinished = dir.path().join("a.tmp");
+        let finished = dir.path().join("b.tmp");
+        std::fs::write(&unfinished, "partial").unwrap();
+        std::fs::write(&finished, "done").unwrap();
+        // A set of its own: the process-wide one holds other tests' outputs.
+        let pending = Pending::new();
+        pending.add(&unfinished);
+        pending.add(&finished);
+        pending.forget(&finished);
+        assert_eq!(pending.remove_all(), 1);
+        assert_eq!(pending.remove_all(), 0);
+        assert!(!unfinished.exists());
+        assert!(finished.exists());
+    }
+}
