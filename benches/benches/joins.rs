@@ -1,0 +1,168 @@
+//! Where skewjoin's time goes, piece by piece: the local kernel's build and probe, output
+//! production against the plainest pair loop, the exchange path of a whole Shuffle-Join on two
+//! workers, Tree-Join's splitting and leaf joins, and VPRP's routing by binary search.
+//! `cargo bench -p skewjoin-benches`; throughput is in input records or output pairs per second.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use skewjoin_benches::uniform_keys;
+use skewjoin_operators::hash::pair_checksum;
+use skewjoin_operators::kernel::hash_join;
+use skewjoin_operators::range_pact::RangeTable;
+use skewjoin_operators::tree_join::TreeParams;
+use skewjoin_operators::JoinType;
+use skewjoin_planner::exec::{execute, JoinJob};
+use skewjoin_planner::exec_local::CountSink;
+use skewjoin_planner::Resolved;
+
+/// Build and probe: 1M x 1M uniform keys over 1M keys (about 1M output rows).
+fn kernel(c: &mut Criterion) {
+    let left = uniform_keys(1 << 20, 1 << 20);
+    let right = uniform_keys(1 << 20, 1 << 20);
+    let mut group = c.benchmark_group("kernel");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements((left.len() + right.len()) as u64));
+    group.bench_function("hash_join 1M x 1M uniform", |b| {
+        b.iter_batched(
+            || (left.clone(), right.clone()),
+            |(mut l, mut r)| {
+                let mut rows = 0u64;
+                hash_join(&mut l, &mut r, JoinType::Inner, |_, _, _| rows += 1);
+                black_box(rows)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+/// Output production: one key with 4,000 rows a side (16M pairs), each pair checksummed as the
+/// runtime does, through the kernel and through the plainest nested loop over the two lists.
+fn output(c: &mut Criterion) {
+    let left: Vec<(u64, u64)> = (0..4000u64).map(|i| (7, i.wrapping_mul(31))).collect();
+    let right: Vec<(u64, u64)> = (0..4000u64).map(|i| (7, i.wrapping_mul(17))).collect();
+    let mut group = c.benchmark_group("output");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements((left.len() * right.len()) as u64));
+    group.bench_function("kernel, checksummed pairs", |b| {
+        b.iter_batched(
+            || (left.clone(), right.clone()),
+            |(mut l, mut r)| {
+                let mut sum = 0u64;
+                hash_join(&mut l, &mut r, JoinType::Inner, |_, l, r| {
+                    sum = sum.wrapping_add(pair_checksum(l.copied(), r.copied()));
+                });
+                black_box(sum)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("plain nested loop, checksummed pairs", |b| {
+        b.iter(|| {
+            let mut sum = 0u64;
+            for (_, l) in &left {
+                for (_, r) in &right {
+                    sum = sum.wrapping_add(pair_checksum(Some(*l), Some(*r)));
+                }
+            }
+            black_box(sum)
+        })
+    });
+    group.finish();
+}
+
+fn job(left: Vec<u64>, right: Vec<u64>, resolved: Resolved, partitions: usize) -> JoinJob<u64> {
+    JoinJob {
+        left: Arc::from(left),
+        right: Arc::from(right),
+        left_hashes: Arc::new([]),
+        right_hashes: Arc::new([]),
+        how: JoinType::Inner,
+        resolved,
+        partitions,
+        workers: 2,
+    }
+}
+
+/// The exchange path: a whole Shuffle-Join on 2 worker threads, 1M x 1M uniform keys.
+fn exchange(c: &mut Criterion) {
+    let left: Vec<u64> = uniform_keys(1 << 20, 1 << 20)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let right: Vec<u64> = uniform_keys(1 << 20, 1 << 20)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let mut group = c.benchmark_group("exchange");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements((left.len() + right.len()) as u64));
+    group.bench_function("shuffle join, W = 2, P = 8", |b| {
+        b.iter(|| {
+            let output = execute(
+                job(left.clone(), right.clone(), Resolved::Shuffle, 8),
+                |_| CountSink::default(),
+            )
+            .unwrap();
+            black_box(output.summaries.iter().map(|s| s.rows).sum::<u64>())
+        })
+    });
+    group.finish();
+}
+
+/// Tree-Join: one key with 8,192 rows a side split down to leaves of 1,024 (fan-out 4, 3 rounds),
+/// 67M output pairs, on 2 workers.
+fn tree(c: &mut Criterion) {
+    let keys = vec![7u64; 8192];
+    let resolved = Resolved::TreeBasic {
+        tree: TreeParams {
+            leaf: 1024,
+            fanout: 4,
+        },
+    };
+    let mut group = c.benchmark_group("tree_join");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(8192 * 8192));
+    group.bench_function("one key 8192 x 8192, leaf 1024, W = 2", |b| {
+        b.iter(|| {
+            let output = execute(job(keys.clone(), keys.clone(), resolved, 8), |_| {
+                CountSink::default()
+            })
+            .unwrap();
+            black_box(output.report.tree_rounds)
+        })
+    });
+    group.finish();
+}
+
+/// VPRP's routing: the partition of 1M keys by binary search over 63 boundaries.
+fn vprp_routing(c: &mut Criterion) {
+    let boundaries: Vec<u64> = (1..64u64).map(|i| i << 14).collect();
+    let table = RangeTable {
+        virtual_of_run: (0..64).collect(),
+        partition_of_virtual: (0..64).map(|v| v % 32).collect(),
+        planned: vec![1; 64],
+        boundaries,
+    };
+    let keys: Vec<u64> = uniform_keys(1 << 20, 1 << 20)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let mut group = c.benchmark_group("vprp");
+    group.throughput(Throughput::Elements(keys.len() as u64));
+    group.bench_function("route 1M keys over 64 ranges", |b| {
+        b.iter(|| {
+            let mut sum = 0u64;
+            for key in &keys {
+                sum += table.partition_of(key) as u64;
+            }
+            black_box(sum)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, kernel, output, exchange, tree, vprp_routing);
+criterion_main!(benches);
