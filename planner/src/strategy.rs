@@ -319,8 +319,10 @@ pub fn fits_broadcast(inputs: &PlanInputs, rows: u64) -> bool {
 }
 
 /// A Small-Large join: the smaller side fits the broadcast budget and copying it to every worker
-/// moves no more records than shuffling both sides would. Returns that side and the reason's
-/// common part. `auto` and AM-Join decide the same way, so they agree on what is Small-Large.
+/// moves fewer records than shuffling both sides would (at W = 2, the small side is smaller than
+/// the large one: two equal sides are not a small and a large one, and a skewed equal-sized join
+/// asked of AM-Join gets AM-Join's plan). Returns that side and the reason's common part. `auto`
+/// and AM-Join decide the same way, so they agree on what is Small-Large.
 pub fn small_large(inputs: &PlanInputs) -> Option<(Side, String)> {
     let small = smaller_side(inputs);
     let (small_rows, large_rows) = match small {
@@ -334,7 +336,7 @@ pub fn small_large(inputs: &PlanInputs) -> Option<(Side, String)> {
     // Shuffle moves (W-1)/W of both sides; broadcast moves the small side to W-1 workers.
     let shuffle_moved = (small_rows + large_rows) * (workers - 1) / workers;
     let broadcast_moved = small_rows * (workers - 1);
-    (broadcast_moved <= shuffle_moved).then(|| {
+    (broadcast_moved < shuffle_moved).then(|| {
         (
             small,
             format!(
@@ -594,6 +596,14 @@ mod tests {
         // than shuffling both sides would.
         let choice = choose(Strategy::Am, &inputs(JoinType::Inner, 1000, 1000)).unwrap();
         assert!(matches!(choice.resolved, Resolved::Am { .. }), "{choice:?}");
+        // Two equal sides on two workers move as many records either way: not Small-Large.
+        let mut equal = inputs(JoinType::Inner, 300_000, 300_000);
+        equal.workers = 2;
+        let choice = choose(Strategy::Am, &equal).unwrap();
+        assert!(matches!(choice.resolved, Resolved::Am { .. }), "{choice:?}");
+        equal.left_rows = 400_000;
+        let choice = choose(Strategy::Am, &equal).unwrap();
+        assert_eq!(choice.resolved, Resolved::Ib { small: Side::Right });
         // A zero budget keeps AM-Join's own plan whatever the sizes.
         let mut none = inputs(JoinType::Full, 1_000_000, 1);
         none.broadcast_limit = 0;
