@@ -308,12 +308,14 @@ mod tests {
         use crate::strategy::{Resolved, VprpSettings};
         use skewjoin_operators::JoinType;
         // 64 join keys (10 rows a side) and 64 noise keys on the left only, interleaved in
-        // blocks of 8 so that no noise run is folded: with 16 virtual ranges over 8 partitions,
-        // each partition gets 8 join keys and 8 noise keys.
+        // blocks of 16, longer than the theta fold, so that no noise run is folded: with 16
+        // virtual ranges over 8 partitions, each partition gets 8 join keys and 8 noise keys.
+        const BLOCK: i64 = 16;
+        assert!(BLOCK as usize >= DEFAULT_THETA);
         let mut left = Vec::new();
         let mut right = Vec::new();
         for key in 0..128i64 {
-            let join = (key / 8) % 2 == 0;
+            let join = (key / BLOCK) % 2 == 0;
             for copy in 0..10 {
                 left.push((key, copy));
                 if join {
