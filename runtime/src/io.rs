@@ -10,6 +10,7 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, Read};
+use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -143,6 +144,73 @@ pub fn read_table(path: &Path, format: FileFormat) -> Result<RecordBatch> {
         }
         FileFormat::Parquet => read_parquet(path, file),
         FileFormat::ArrowIpc => read_ipc(path, file),
+    }))
+    .unwrap_or_else(|_| {
+        Err(Error::Input(format!(
+            "{}: the {format} decoder failed on this file, so it is corrupt or not {format}; \
+             re-export it",
+            path.display()
+        )))
+    })
+}
+
+/// Which part of an input a process reads: share `index` of `count` (0-based).
+///
+/// In a cluster of `count` processes, process `index` reads share `index` of every input, so that
+/// no process reads a whole file. Concatenating shares `0..count` in order gives exactly the rows
+/// of the whole file, in order, with one schema; a share may hold no rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Share {
+    /// Which share, in `0..count`.
+    pub index: usize,
+    /// How many shares the input is cut into; at least 1.
+    pub count: usize,
+}
+
+impl Share {
+    /// The whole input: share 0 of 1.
+    pub const WHOLE: Share = Share { index: 0, count: 1 };
+}
+
+/// Reads share `share` of a file into one [`RecordBatch`]; [`Share::WHOLE`] is [`read_table`].
+///
+/// How a file is cut, so that a process reads little more than its share:
+///
+/// * Parquet: whole row groups, in contiguous runs balanced by row count (from the footer); a
+///   share reads only its row groups. With fewer row groups than shares some shares are empty.
+/// * Arrow IPC file: whole record batches, in contiguous runs balanced by body length (from the
+///   footer); a share reads only its batches. An IPC *stream* has no index, so every share reads
+///   (and decodes) the whole stream and keeps its run of batches, balanced by row count.
+/// * CSV: bytes. Share `i` covers bytes `[i * len / count, (i + 1) * len / count)` and owns every
+///   record that starts in that range (the header belongs to no share); it reads its range, the
+///   rest of its last line, and the first [`CSV_PREFIX_BYTES`] of the file. The column types must
+///   be the same on every process, so they are inferred from that prefix (cut after a whole
+///   record), which every share reads alike; a column with no value in the prefix is `Utf8`. A
+///   later value that does not fit its column's type is an [`Error::Input`] naming the file and
+///   the byte offset and saying how to fix it. A file that fits in the prefix is split at its
+///   exact record boundaries and gets the same types as [`read_table`] (`Null` for a column with
+///   no value). A larger file is split at line breaks, so it must not hold line breaks inside
+///   quoted fields: they are detected (in the prefix by every share, later by the share whose part
+///   they are in) and reported as [`Error::Input`], never read as wrong rows. A file whose only
+///   line ends are bare `\r` has no split points and is read by the share its header is in.
+///
+/// `share.index` must be below `share.count`; otherwise this is [`Error::Usage`].
+pub fn read_table_share(path: &Path, format: FileFormat, share: Share) -> Result<RecordBatch> {
+    if share.count == 0 || share.index >= share.count {
+        return Err(Error::Usage(format!(
+            "there is no share {} of {}; a process index must be below the number of processes",
+            share.index, share.count
+        )));
+    }
+    if share.count == 1 {
+        return read_table(path, format);
+    }
+    let file = open_input(path)?;
+    // The same fence as in `read_table`: a corrupt file is an error message, never a crash.
+    panic::catch_unwind(AssertUnwindSafe(|| match format {
+        FileFormat::Csv => read_csv_share(path, file, share, CSV_PREFIX_BYTES).map(|(b, _)| b),
+        FileFormat::Parquet => read_parquet_share(path, file, share),
+        FileFormat::ArrowIpc => read_ipc_share(path, file, share),
     }))
     .unwrap_or_else(|_| {
         Err(Error::Input(format!(
@@ -369,6 +437,603 @@ fn concat(path: &Path, schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Re
             ))
         }),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading shares
+// ---------------------------------------------------------------------------------------------
+
+/// How many bytes from the start of a CSV file every share reads to infer the column types, so
+/// that all processes agree on them. The prefix is cut after its last whole record.
+pub const CSV_PREFIX_BYTES: usize = 1 << 20;
+
+/// How much further a CSV share reads at a time while looking for the end of a line.
+const CSV_TAIL_CHUNK: u64 = 64 * 1024;
+
+/// The items (row groups, record batches) of share `share`, out of items of the given `weights`.
+///
+/// An item belongs to the share in whose `1/count` of the total weight the item starts, the rule
+/// CSV shares follow with bytes: runs are contiguous and in order, each item is in exactly one of
+/// them, and runs are balanced as well as whole items allow. An item heavier than a share leaves
+/// the shares it covers empty.
+fn share_run(weights: &[u64], share: Share) -> Range<usize> {
+    let total: u128 = weights.iter().map(|&weight| u128::from(weight)).sum();
+    let count = share.count as u128;
+    let boundary = |cut: usize| -> usize {
+        if cut == 0 {
+            return 0;
+        }
+        if cut >= share.count {
+            return weights.len();
+        }
+        // The first item whose start is at or after cut/count of the total weight.
+        let mut start = 0u128;
+        for (item, &weight) in weights.iter().enumerate() {
+            if start * count >= total * cut as u128 {
+                return item;
+            }
+            start += u128::from(weight);
+        }
+        weights.len()
+    };
+    boundary(share.index)..boundary(share.index + 1)
+}
+
+fn read_parquet_share(path: &Path, file: File, share: Share) -> Result<RecordBatch> {
+    let corrupt = |error: ParquetError| parquet_read_error(path, error);
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(corrupt)?;
+    let schema = builder.schema().clone();
+    // Row counts come from the footer, so choosing this share's row groups reads no data. A
+    // negative count is corrupt; weighing it 0 leaves the error to the decoder.
+    let rows: Vec<u64> = builder
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|group| u64::try_from(group.num_rows()).unwrap_or(0))
+        .collect();
+    let run = share_run(&rows, share);
+    let reader = builder
+        .with_row_groups(run.collect())
+        .with_batch_size(READ_BATCH_ROWS)
+        .build()
+        .map_err(corrupt)?;
+    let batches = reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|error| arrow_read_error(path, FileFormat::Parquet, error))?;
+    concat(path, &schema, &batches)
+}
+
+fn read_ipc_share(path: &Path, mut file: File, share: Share) -> Result<RecordBatch> {
+    let mut magic = [0u8; ARROW_FILE_MAGIC.len()];
+    let is_file_format = file.read_exact(&mut magic).is_ok() && &magic == ARROW_FILE_MAGIC;
+    io::Seek::rewind(&mut file).map_err(|error| read_error(path, error))?;
+    let corrupt = |error| arrow_read_error(path, FileFormat::ArrowIpc, error);
+    if !is_file_format {
+        // A stream has no index of its batches: the only way to learn their sizes, and so which
+        // are ours, is to read them all.
+        let reader = StreamReader::try_new_buffered(file, None).map_err(corrupt)?;
+        let schema = reader.schema();
+        let mut batches = reader
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(corrupt)?;
+        let rows: Vec<u64> = batches.iter().map(|b| b.num_rows() as u64).collect();
+        let run = share_run(&rows, share);
+        batches.truncate(run.end);
+        batches.drain(..run.start);
+        return concat(path, &schema, &batches);
+    }
+    let mut reader = FileReader::try_new_buffered(file, None).map_err(corrupt)?;
+    let schema = reader.schema();
+    // The reader keeps the footer's blocks to itself, so read their body lengths from it again.
+    let bodies = ipc_block_bodies(reader.get_mut()).map_err(corrupt)?;
+    if bodies.len() != reader.num_batches() {
+        return Err(corrupt(ArrowError::ParseError(format!(
+            "the footer lists {} record batches, then {}",
+            reader.num_batches(),
+            bodies.len()
+        ))));
+    }
+    let run = share_run(&bodies, share);
+    let batches = if run.is_empty() {
+        Vec::new()
+    } else {
+        reader.set_index(run.start).map_err(corrupt)?;
+        reader
+            .take(run.len())
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(corrupt)?
+    };
+    concat(path, &schema, &batches)
+}
+
+/// The body length of each record batch an Arrow IPC file's footer lists.
+fn ipc_block_bodies<R: Read + io::Seek>(
+    reader: &mut R,
+) -> std::result::Result<Vec<u64>, ArrowError> {
+    let mut tail = [0u8; 10];
+    reader.seek(io::SeekFrom::End(-10))?;
+    reader.read_exact(&mut tail)?;
+    let footer_len = arrow::ipc::reader::read_footer_length(tail)?;
+    let mut footer = vec![0u8; footer_len];
+    reader.seek(io::SeekFrom::End(-10 - footer_len as i64))?;
+    reader.read_exact(&mut footer)?;
+    let footer = arrow::ipc::root_as_footer(&footer)
+        .map_err(|error| ArrowError::ParseError(format!("unreadable footer: {error}")))?;
+    let blocks = footer
+        .recordBatches()
+        .ok_or_else(|| ArrowError::ParseError("the footer lists no record batches".into()))?;
+    Ok(blocks
+        .iter()
+        .map(|block| u64::try_from(block.bodyLength()).unwrap_or(0))
+        .collect())
+}
+
+/// One record found by [`scan_csv_records`], as byte positions in the scanned bytes.
+#[derive(Clone, Copy, Debug)]
+struct CsvRecord {
+    start: usize,
+    /// Just after the record's line end (`\n`, `\r` or `\r\n`), or the end of the bytes.
+    end: usize,
+    /// Whether the record ends with a line end rather than with the bytes.
+    terminated: bool,
+    /// Whether a quoted field of the record holds a line break.
+    quoted_line_break: bool,
+}
+
+/// Calls `visit` for each record of `bytes`, read as CSV from a record start, until it returns
+/// `false`. This mirrors the parser under arrow (`csv-core` with its defaults: `,` separates,
+/// `"` quotes and `""` escapes a quote, `\n`, `\r` and `\r\n` end a record, empty lines are
+/// skipped), so that its records are arrow's records, numbered alike.
+fn scan_csv_records(bytes: &[u8], mut visit: impl FnMut(CsvRecord) -> bool) {
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum State {
+        StartRecord,
+        StartField,
+        InField,
+        InQuoted,
+        QuoteInQuoted,
+    }
+    let mut state = State::StartRecord;
+    let mut start = 0;
+    let mut quoted_line_break = false;
+    for (at, &byte) in bytes.iter().enumerate() {
+        let line_end = byte == b'\n' || byte == b'\r';
+        if state == State::StartRecord {
+            if line_end {
+                continue;
+            }
+            start = at;
+            quoted_line_break = false;
+            state = State::StartField;
+        }
+        let ends_record = match state {
+            State::InQuoted => {
+                quoted_line_break |= line_end;
+                if byte == b'"' {
+                    state = State::QuoteInQuoted;
+                }
+                false
+            }
+            State::StartField if byte == b'"' => {
+                state = State::InQuoted;
+                false
+            }
+            State::QuoteInQuoted if byte == b'"' => {
+                state = State::InQuoted;
+                false
+            }
+            _ if byte == b',' => {
+                state = State::StartField;
+                false
+            }
+            _ if line_end => true,
+            _ => {
+                state = State::InField;
+                false
+            }
+        };
+        if ends_record {
+            let crlf = byte == b'\r' && bytes.get(at + 1) == Some(&b'\n');
+            state = State::StartRecord;
+            let record = CsvRecord {
+                start,
+                end: at + 1 + usize::from(crlf),
+                terminated: true,
+                quoted_line_break,
+            };
+            if !visit(record) {
+                return;
+            }
+        }
+    }
+    if state != State::StartRecord {
+        visit(CsvRecord {
+            start,
+            end: bytes.len(),
+            terminated: false,
+            quoted_line_break,
+        });
+    }
+}
+
+/// An input file read by byte ranges, counting the bytes read.
+struct RangeReader<'a> {
+    path: &'a Path,
+    file: File,
+    len: u64,
+    bytes_read: u64,
+}
+
+impl RangeReader<'_> {
+    /// Bytes `[from, to)` of the file, `to` capped at its end.
+    fn read(&mut self, from: u64, to: u64) -> Result<Vec<u8>> {
+        let to = to.min(self.len);
+        let mut bytes = vec![0u8; to.saturating_sub(from) as usize];
+        if !bytes.is_empty() {
+            io::Seek::seek(&mut self.file, io::SeekFrom::Start(from))
+                .and_then(|_| self.file.read_exact(&mut bytes))
+                .map_err(|error| read_error(self.path, error))?;
+        }
+        self.bytes_read += bytes.len() as u64;
+        Ok(bytes)
+    }
+}
+
+/// Contiguous bytes of a file from `start`, grown on demand.
+struct Window {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl Window {
+    fn end(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+
+    /// Makes the window reach `to` (or the end of the file).
+    fn reach(&mut self, source: &mut RangeReader<'_>, to: u64) -> Result<()> {
+        if to > self.end() {
+            let more = source.read(self.end(), to)?;
+            self.bytes.extend_from_slice(&more);
+        }
+        Ok(())
+    }
+
+    /// The first line start at or after `at` (where `at >= start + 1` or `at == 0`): just after
+    /// the first `\n` at or after `at - 1`, or the end of the file. Reads on in chunks as needed.
+    fn line_start_at_or_after(&mut self, source: &mut RangeReader<'_>, at: u64) -> Result<u64> {
+        if at == 0 {
+            return Ok(0);
+        }
+        let mut from = at - 1;
+        loop {
+            self.reach(source, from + 1)?;
+            let offset = from.saturating_sub(self.start) as usize;
+            let found = self
+                .bytes
+                .get(offset..)
+                .and_then(|rest| rest.iter().position(|&byte| byte == b'\n'));
+            if let Some(found) = found {
+                return Ok(from + found as u64 + 1);
+            }
+            if self.end() >= source.len {
+                return Ok(source.len);
+            }
+            from = self.end();
+            self.reach(source, from + CSV_TAIL_CHUNK)?;
+        }
+    }
+}
+
+/// Reads share `share` (of at least 2) of a CSV file, inferring the schema from its first
+/// `prefix_limit` bytes (see [`read_table_share`]); also returns the number of bytes read.
+fn read_csv_share(
+    path: &Path,
+    file: File,
+    share: Share,
+    prefix_limit: usize,
+) -> Result<(RecordBatch, u64)> {
+    let len = file
+        .metadata()
+        .map_err(|error| read_error(path, error))?
+        .len();
+    let mut source = RangeReader {
+        path,
+        file,
+        len,
+        bytes_read: 0,
+    };
+
+    // The prefix: at least the header and one whole record, so that types can be inferred.
+    let mut prefix = source.read(0, prefix_limit.max(1) as u64)?;
+    let (header_end, cut, quoted_break) = loop {
+        let mut header_end = None;
+        let mut cut = None;
+        let mut terminated = 0;
+        let mut quoted_break = None;
+        scan_csv_records(&prefix, |record| {
+            header_end.get_or_insert(record.end);
+            if record.terminated {
+                terminated += 1;
+                cut = Some(record.end);
+                if record.quoted_line_break && quoted_break.is_none() {
+                    quoted_break = Some(record.start);
+                }
+            }
+            true
+        });
+        let whole = prefix.len() as u64 == len;
+        if whole {
+            break (header_end.unwrap_or(prefix.len()), prefix.len(), None);
+        }
+        if let (Some(header_end), Some(cut), true) = (header_end, cut, terminated >= 2) {
+            break (header_end, cut, quoted_break);
+        }
+        let more = source.read(prefix.len() as u64, 2 * prefix.len() as u64)?;
+        prefix.extend_from_slice(&more);
+    };
+    let whole = prefix.len() as u64 == len;
+
+    let format = CsvFormat::default().with_header(true);
+    let (schema, _) = format
+        .infer_schema(&prefix[..cut], None)
+        .map_err(|error| csv_error(path, error))?;
+    if schema.fields().is_empty() {
+        return Err(Error::Input(format!(
+            "{}: no header row; the first line must name the columns, separated by commas",
+            path.display()
+        )));
+    }
+    let schema = if whole {
+        Arc::new(schema)
+    } else {
+        // The prefix cannot tell what an empty column holds; every value fits `Utf8`.
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|field| match field.data_type() {
+                DataType::Null => field.as_ref().clone().with_data_type(DataType::Utf8),
+                _ => field.as_ref().clone(),
+            })
+            .collect();
+        Arc::new(Schema::new(fields))
+    };
+    if let Some(start) = quoted_break {
+        let place = CsvPlace::new(&prefix, 0, Some(&prefix[..]), None, share);
+        return Err(quoted_line_break_error(path, &place.of_byte(start)));
+    }
+
+    let header_end = header_end as u64;
+    let count = share.count as u128;
+    let range_start = (share.index as u128 * u128::from(len) / count) as u64;
+    let range_end = ((share.index as u128 + 1) * u128::from(len) / count) as u64;
+    let (from, to, window) = if whole {
+        // All of the file is here: split it at exact record starts, quoted line breaks and all.
+        let mut starts = Vec::new();
+        scan_csv_records(&prefix, |record| {
+            starts.push(record.end as u64);
+            true
+        });
+        let record_start_at_or_after = |at: u64| {
+            let found = starts.partition_point(|&start| start < at);
+            starts.get(found).copied().unwrap_or(len).max(header_end)
+        };
+        let from = match share.index {
+            0 => header_end,
+            _ => record_start_at_or_after(range_start),
+        };
+        let to = if share.index + 1 == share.count {
+            len
+        } else {
+            record_start_at_or_after(range_end)
+        };
+        let window = Window {
+            start: 0,
+            bytes: std::mem::take(&mut prefix),
+        };
+        (from, to, window)
+    } else {
+        // Start where the previous share stops looking for a line start, reusing the prefix.
+        let start = range_start.saturating_sub(1);
+        let mut window = Window {
+            start,
+            bytes: prefix.get(start as usize..).unwrap_or_default().to_vec(),
+        };
+        window.reach(&mut source, range_end)?;
+        let from = match share.index {
+            0 => header_end,
+            _ => window
+                .line_start_at_or_after(&mut source, range_start)?
+                .max(header_end),
+        };
+        let to = if share.index + 1 == share.count {
+            len
+        } else {
+            window
+                .line_start_at_or_after(&mut source, range_end)?
+                .max(header_end)
+        };
+        window.reach(&mut source, to)?;
+        (from, to, window)
+    };
+    let fragment = if from < to {
+        &window.bytes[(from - window.start) as usize..(to - window.start) as usize]
+    } else {
+        &[][..]
+    };
+    // Line numbers are known where this share holds the file from its start.
+    let from_file_start = (window.start == 0).then_some(&window.bytes[..]);
+    let prefix_bytes = (!whole).then_some(cut);
+    let place = CsvPlace::new(fragment, from, from_file_start, prefix_bytes, share);
+
+    if !whole {
+        // Split at line breaks, a share is only right if no quoted field holds one; when a split
+        // point fell inside a quoted field, the share before it ends inside that field.
+        let mut quoted_break = None;
+        scan_csv_records(fragment, |record| {
+            if record.quoted_line_break {
+                quoted_break = Some(record.start);
+            }
+            quoted_break.is_none()
+        });
+        if let Some(start) = quoted_break {
+            return Err(quoted_line_break_error(path, &place.of_byte(start)));
+        }
+    }
+
+    let reader = arrow::csv::ReaderBuilder::new(schema.clone())
+        .with_format(CsvFormat::default().with_header(false))
+        .with_batch_size(READ_BATCH_ROWS)
+        .build(fragment)
+        .map_err(|error| csv_error(path, error))?;
+    let batches = reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|error| csv_share_error(path, &schema, error, &place))?;
+    Ok((concat(path, &schema, &batches)?, source.bytes_read))
+}
+
+/// Where the bytes of a CSV share lie in the file, to turn arrow's record numbers into places.
+struct CsvPlace<'a> {
+    fragment: &'a [u8],
+    /// The byte offset of `fragment` in the file.
+    offset: u64,
+    /// The file's bytes from its start, where this share holds them, for line numbers.
+    from_file_start: Option<&'a [u8]>,
+    /// How many bytes the column types were inferred from, unless from the whole file.
+    prefix_bytes: Option<usize>,
+    share: Share,
+}
+
+impl<'a> CsvPlace<'a> {
+    fn new(
+        fragment: &'a [u8],
+        offset: u64,
+        from_file_start: Option<&'a [u8]>,
+        prefix_bytes: Option<usize>,
+        share: Share,
+    ) -> CsvPlace<'a> {
+        CsvPlace {
+            fragment,
+            offset,
+            from_file_start,
+            prefix_bytes,
+            share,
+        }
+    }
+
+    /// `line L (byte B)`, or `byte B` without the start of the file, for byte `at` of the
+    /// fragment.
+    fn of_byte(&self, at: usize) -> String {
+        let byte = self.offset + at as u64;
+        let before = usize::try_from(byte)
+            .ok()
+            .and_then(|byte| self.from_file_start?.get(..byte));
+        match before {
+            Some(before) => {
+                let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+                format!("line {line} (byte {byte})")
+            }
+            None => format!("byte {byte}"),
+        }
+    }
+
+    /// Where record `number` (1-based, as arrow counts them) of the fragment starts.
+    fn of_record(&self, number: u64) -> String {
+        let mut seen = 0;
+        let mut start = 0;
+        scan_csv_records(self.fragment, |record| {
+            seen += 1;
+            start = record.start;
+            seen < number
+        });
+        self.of_byte(start)
+    }
+}
+
+fn quoted_line_break_error(path: &Path, place: &str) -> Error {
+    Error::Input(format!(
+        "{}: {place}: a quoted field holds a line break; a CSV file read in shares by several \
+         processes is split at line breaks, and cannot be where quoted fields hold them; run \
+         with one process, or remove the line breaks inside quoted fields",
+        path.display()
+    ))
+}
+
+/// [`csv_error`] for the bytes of one share: arrow numbers records from the share's start, so
+/// they are turned into places in the file; a value that does not fit the type inferred from
+/// the prefix says how to fix that.
+fn csv_share_error(path: &Path, schema: &Schema, error: ArrowError, place: &CsvPlace) -> Error {
+    let path_name = path.display();
+    match &error {
+        // "Error while parsing value '{v}' as type '{t}' for column {c} at line {n}. ..." with
+        // a 0-based record number `n`.
+        ArrowError::ParseError(message) if message.contains(" at line ") => {
+            let at = place.of_record(number_after(message, " at line ").unwrap_or(0) + 1);
+            let column = number_after(message, "column ")
+                .and_then(|index| schema.fields().get(usize::try_from(index).ok()?))
+                .map(|field| format!("column `{}`", field.name()))
+                .unwrap_or_else(|| "a column".to_string());
+            let value = text_between(message, "value '", "' as type '");
+            let data_type = text_between(message, "as type '", "'");
+            let what = match (value, data_type) {
+                (Some(value), Some(data_type)) => {
+                    format!("value {value:?} in {column} is not a valid {data_type}")
+                }
+                _ => format!("{column}: {message}"),
+            };
+            match place.prefix_bytes {
+                Some(bytes) => Error::Input(format!(
+                    "{path_name}: {at}: {what}; the column types of a CSV file read in shares \
+                     by several processes are inferred from its first {bytes} bytes, alike on \
+                     every process; put a row that shows the column's real type first in the \
+                     file (e.g. move this one up), or run with one process so that the whole \
+                     file is inferred"
+                )),
+                None => Error::Input(format!("{path_name}: {at}: {what}; fix the value")),
+            }
+        }
+        // "incorrect number of fields for line {n}, expected {e} got {f}", `n` 1-based.
+        ArrowError::CsvError(message) if message.contains("incorrect number of fields") => {
+            let record = number_after(message, "for line ").unwrap_or(1);
+            let expected = number_after(message, "expected ").unwrap_or(0);
+            let found = message
+                .split(" got ")
+                .nth(1)
+                .unwrap_or("a different number");
+            // A share that starts inside a quoted field sees its tail as a record.
+            let hint = if record == 1 && place.share.index > 0 {
+                format!(
+                    "; it is the first record of share {} of {}, so if a quoted field holds a \
+                     line break the split cut it: then run with one process or remove such line \
+                     breaks",
+                    place.share.index, place.share.count
+                )
+            } else {
+                String::new()
+            };
+            Error::Input(format!(
+                "{path_name}: {}: expected {expected} fields, found {found}; fix the line or \
+                 quote the field that contains a comma{hint}",
+                place.of_record(record)
+            ))
+        }
+        // "Encountered invalid UTF-8 data for line {n} and field {f}", `n` 1-based.
+        ArrowError::CsvError(message) if message.contains("UTF-8") => {
+            let record = number_after(message, "for line ").unwrap_or(1);
+            Error::Input(format!(
+                "{path_name}: {}: invalid UTF-8; convert the file to UTF-8 (e.g. `iconv -f \
+                 latin1 -t utf-8`)",
+                place.of_record(record)
+            ))
+        }
+        _ => csv_error(path, error),
+    }
+}
+
+/// The text between the first `open` in `text` and the next `close` after it.
+fn text_between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let rest = &text[text.find(open)? + open.len()..];
+    Some(&rest[..rest.find(close)?])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1766,6 +2431,433 @@ mod tests {
                 0,
                 "readable beyond the owner, as a normal new file"
             );
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Shares
+    // -----------------------------------------------------------------------------------------
+
+    /// `rows` rows of an Int64 id, a Utf8 name with NULLs and a Float64.
+    fn numbered(rows: usize) -> RecordBatch {
+        let ids: Vec<i64> = (0..rows as i64).collect();
+        let names: Vec<Option<String>> = (0..rows)
+            .map(|row| (row % 7 != 3).then(|| format!("n{row}, x")))
+            .collect();
+        let scores: Vec<f64> = (0..rows).map(|row| row as f64 / 4.0).collect();
+        RecordBatch::try_from_iter([
+            ("id", Arc::new(Int64Array::from(ids)) as ArrayRef),
+            ("name", Arc::new(StringArray::from(names)) as ArrayRef),
+            ("score", Arc::new(Float64Array::from(scores)) as ArrayRef),
+        ])
+        .unwrap()
+    }
+
+    /// Every share of `count` through the public API, concatenated in order.
+    fn all_shares(path: &Path, format: FileFormat, count: usize) -> Result<RecordBatch> {
+        let parts = (0..count)
+            .map(|index| read_table_share(path, format, Share { index, count }))
+            .collect::<Result<Vec<_>>>()?;
+        for part in &parts {
+            assert_eq!(
+                part.schema(),
+                parts[0].schema(),
+                "one schema on every share"
+            );
+        }
+        Ok(concat_batches(&parts[0].schema(), &parts).unwrap())
+    }
+
+    fn shares_equal_whole(path: &Path, format: FileFormat, counts: &[usize]) {
+        let whole = read_table(path, format).unwrap();
+        for &count in counts {
+            let shares = all_shares(path, format, count).unwrap();
+            assert_eq!(shares.schema(), whole.schema(), "{format} count {count}");
+            assert_eq!(shares.columns(), whole.columns(), "{format} count {count}");
+        }
+    }
+
+    #[test]
+    fn parquet_shares_are_runs_of_row_groups() {
+        let dir = TempDir::new().unwrap();
+        let path = dir.path().join("groups.parquet");
+        let table = numbered(1000);
+        let properties = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(100))
+            .build();
+        let mut writer = ArrowWriter::try_new(
+            File::create(&path).unwrap(),
+            table.schema(),
+            Some(properties),
+        )
+        .unwrap();
+        writer.write(&table).unwrap();
+        writer.close().unwrap();
+        shares_equal_whole(&path, FileFormat::Parquet, &[1, 2, 3, 4, 5, 7, 10, 11, 25]);
+        // Ten groups of 100 rows: five shares take two groups each.
+        for index in 0..5 {
+            let share = read_table_share(&path, FileFormat::Parquet, Share { index, count: 5 });
+            assert_eq!(share.unwrap().num_rows(), 200, "share {index}");
+        }
+        // More shares than groups: the groups are spread out, the other shares are empty.
+        let sizes: Vec<usize> = (0..25)
+            .map(|index| {
+                read_table_share(&path, FileFormat::Parquet, Share { index, count: 25 })
+                    .unwrap()
+                    .num_rows()
+            })
+            .collect();
+        assert_eq!(sizes.iter().filter(|&&rows| rows == 100).count(), 10);
+        assert_eq!(sizes.iter().filter(|&&rows| rows == 0).count(), 15);
+    }
+
+    #[test]
+    fn arrow_file_and_stream_shares_are_runs_of_batches() {
+        let dir = TempDir::new().unwrap();
+        let table = numbered(900);
+        let slices = [
+            (0, 100),
+            (100, 250),
+            (350, 50),
+            (400, 300),
+            (700, 0),
+            (700, 200),
+        ];
+        let file_path = dir.path().join("batches.arrow");
+        let mut writer =
+            FileWriter::try_new(File::create(&file_path).unwrap(), &table.schema()).unwrap();
+        let stream_path = dir.path().join("batches.arrows");
+        let mut stream = arrow::ipc::writer::StreamWriter::try_new(
+            File::create(&stream_path).unwrap(),
+            &table.schema(),
+        )
+        .unwrap();
+        for (offset, rows) in slices {
+            writer.write(&table.slice(offset, rows)).unwrap();
+            stream.write(&table.slice(offset, rows)).unwrap();
+        }
+        writer.finish().unwrap();
+        stream.finish().unwrap();
+        for path in [&file_path, &stream_path] {
+            shares_equal_whole(path, FileFormat::ArrowIpc, &[1, 2, 3, 4, 5, 6, 9]);
+        }
+        // Two halves of the body bytes: the first share holds the batches that start in the
+        // first half, which the batch of rows 400..700 does (rows 0..400 hold under half of the
+        // bytes, their names being the shorter).
+        let first = read_table_share(
+            &file_path,
+            FileFormat::ArrowIpc,
+            Share { index: 0, count: 2 },
+        );
+        assert_eq!(first.unwrap().num_rows(), 700);
+    }
+
+    #[test]
+    fn shares_of_corrupt_files_are_input_errors() {
+        let dir = TempDir::new().unwrap();
+        for (format, extension) in ALL_FORMATS {
+            let path = dir.path().join(format!("cut.{extension}"));
+            write_table(&path, format, &numbered(50)).unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+            for index in 0..3 {
+                // A CSV cut in half is still CSV; the binary formats must fail cleanly.
+                match read_table_share(&path, format, Share { index, count: 3 }) {
+                    Err(Error::Input(message)) => {
+                        assert!(message.contains(&format!("cut.{extension}")), "{message}")
+                    }
+                    Ok(_) => assert_eq!(format, FileFormat::Csv),
+                    Err(other) => panic!("expected an input error, got {other:?}"),
+                }
+            }
+        }
+        let path = write_bytes(&dir, "t.csv", b"a\n1\n");
+        for share in [Share { index: 2, count: 2 }, Share { index: 0, count: 0 }] {
+            let result = read_table_share(&path, FileFormat::Csv, share);
+            assert!(matches!(result, Err(Error::Usage(_))), "{result:?}");
+        }
+    }
+
+    /// Every CSV share of `count`, with the types inferred from `prefix` bytes, concatenated.
+    fn csv_shares(path: &Path, count: usize, prefix: usize) -> Result<RecordBatch> {
+        let parts = (0..count)
+            .map(|index| {
+                let file = open_input(path)?;
+                read_csv_share(path, file, Share { index, count }, prefix).map(|(part, _)| part)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(concat_batches(&parts[0].schema(), &parts).unwrap())
+    }
+
+    /// The shares hold the rows of the whole file: with the same types where the prefix held the
+    /// whole file, else with the whole file's values cast to the prefix's types.
+    fn assert_csv_shares_whole(path: &Path, count: usize, prefix: usize) {
+        let whole = read_table(path, FileFormat::Csv).unwrap();
+        let shares = match csv_shares(path, count, prefix) {
+            Ok(shares) => shares,
+            Err(error) => panic!("count {count} prefix {prefix}: {error}"),
+        };
+        let len = std::fs::metadata(path).unwrap().len() as usize;
+        if prefix >= len {
+            assert_eq!(shares.schema(), whole.schema(), "count {count}");
+        }
+        assert_eq!(
+            shares.num_rows(),
+            whole.num_rows(),
+            "count {count} prefix {prefix}"
+        );
+        for (index, field) in shares.schema().fields().iter().enumerate() {
+            let expected = cast(whole.column(index), field.data_type()).unwrap();
+            assert_eq!(
+                shares.column(index),
+                &expected,
+                "count {count} prefix {prefix} column {}",
+                field.name()
+            );
+        }
+    }
+
+    #[test]
+    fn csv_shares_concatenate_to_the_whole_file() {
+        let dir = TempDir::new().unwrap();
+        let cases: [(&str, &[u8]); 10] = [
+            ("plain", b"id,name\n1,a\n2,b\n3,c\n4,d\n5,e\n6,f\n7,g\n"),
+            ("no_trailing_newline", b"id,name\n1,a\n2,b\n3,c\n4,d\n5,e"),
+            ("crlf", b"id,name\r\n1,a\r\n2,b\r\n3,c\r\n4,d\r\n5,e\r\n"),
+            ("empty_lines_at_end", b"id,name\n1,a\n2,b\n3,c\n\n\n\n"),
+            ("crlf_empty_lines", b"id,name\r\n1,a\r\n\r\n2,b\r\n\r\n"),
+            ("header_only", b"id,name\n"),
+            ("header_only_unterminated", b"id,name"),
+            ("fewer_lines_than_shares", b"id,name\n1,a\n"),
+            (
+                "quoted_commas",
+                b"id,name,v\n1,\"a, b\",2\n2,\"\"\"q\"\", r\",3\n3,,4\n4,\"x,,y\",\n",
+            ),
+            ("empty_column", b"id,gap,name\n1,,a\n2,,b\n3,,c\n"),
+        ];
+        for (name, bytes) in cases {
+            let path = write_bytes(&dir, &format!("{name}.csv"), bytes);
+            for count in 1..=12 {
+                for prefix in [1, 9, 17, 30, CSV_PREFIX_BYTES] {
+                    if count == 1 {
+                        // One share is the whole file, read as `read_table` does.
+                        let whole = read_table(&path, FileFormat::Csv).unwrap();
+                        let share = read_table_share(&path, FileFormat::Csv, Share::WHOLE);
+                        assert_eq!(share.unwrap(), whole);
+                    } else {
+                        assert_csv_shares_whole(&path, count, prefix);
+                    }
+                }
+            }
+            shares_equal_whole(&path, FileFormat::Csv, &[1, 2, 3, 4, 5, 8]);
+        }
+    }
+
+    #[test]
+    fn small_csv_with_quoted_line_breaks_is_split_at_records() {
+        let dir = TempDir::new().unwrap();
+        let path = write_bytes(
+            &dir,
+            "multi.csv",
+            b"id,text\n1,\"a\nb\"\n2,\"c,\r\nd\"\n3,e\n4,\"\n\n\"\n5,f\n",
+        );
+        // The whole file is in the prefix, so every share knows the exact record starts.
+        shares_equal_whole(&path, FileFormat::Csv, &[1, 2, 3, 4, 5, 6, 7, 30]);
+    }
+
+    #[test]
+    fn csv_quoted_line_breaks_are_refused_when_split_at_lines() {
+        let dir = TempDir::new().unwrap();
+        // In the prefix: every share refuses the file.
+        let path = write_bytes(&dir, "early.csv", b"id,text\n1,\"a\nb\"\n2,c\n3,d\n4,e\n");
+        for index in 0..3 {
+            let file = open_input(&path).unwrap();
+            let result = read_csv_share(&path, file, Share { index, count: 3 }, 20);
+            let message = input_message(result.map(|(batch, _)| batch));
+            assert!(message.contains("early.csv: line 2 (byte 8)"), "{message}");
+            assert!(message.contains("line break"), "{message}");
+            assert!(message.contains("one process"), "{message}");
+        }
+        // After the prefix: whichever way the file is cut, some share reports it rather than
+        // every share returning rows.
+        let mut bytes = b"id,text,more\n".to_vec();
+        for row in 0..40 {
+            bytes.extend_from_slice(format!("{row},w{row},x\n").as_bytes());
+        }
+        bytes.extend_from_slice(b"40,\"a,b\nc,d\ne,f\ng,h\",x\n41,z,x\n");
+        let path = write_bytes(&dir, "late.csv", &bytes);
+        for count in 2..=40 {
+            let result = csv_shares(&path, count, 30);
+            let message = input_message(result);
+            assert!(message.contains("late.csv"), "{message}");
+            assert!(message.contains("line break"), "count {count}: {message}");
+        }
+    }
+
+    #[test]
+    fn csv_type_mismatch_after_the_prefix_says_how_to_fix_it() {
+        let dir = TempDir::new().unwrap();
+        let path = write_bytes(
+            &dir,
+            "late.csv",
+            b"id,name\n1,a\n2,b\n3,c\n4,d\nx5,e\n6,f\n",
+        );
+        let file = open_input(&path).unwrap();
+        let result = read_csv_share(&path, file, Share { index: 1, count: 2 }, 12);
+        let message = input_message(result.map(|(batch, _)| batch));
+        assert!(message.contains("late.csv: byte 24:"), "{message}");
+        assert!(
+            message.contains("\"x5\" in column `id` is not a valid Int64"),
+            "{message}"
+        );
+        assert!(message.contains("first 12 bytes"), "{message}");
+        assert!(message.contains("one process"), "{message}");
+        // With the whole file in the prefix the column is text.
+        let file = open_input(&path).unwrap();
+        let result = read_csv_share(&path, file, Share { index: 1, count: 2 }, 100);
+        assert!(result.is_ok(), "{result:?}");
+        // Share 0 holds the file from its start, so it names the line too.
+        let path = write_bytes(
+            &dir,
+            "early.csv",
+            b"id,name\n1,a\nx2,b\n3,c\n4,d\n5,e\n6,f\n",
+        );
+        let file = open_input(&path).unwrap();
+        let result = read_csv_share(&path, file, Share { index: 0, count: 2 }, 12);
+        let message = input_message(result.map(|(batch, _)| batch));
+        assert!(
+            message.contains("early.csv: line 3 (byte 12):"),
+            "{message}"
+        );
+
+        // The same through the public API, after the real prefix of 1 MiB.
+        let mut bytes = b"id,name\n".to_vec();
+        let mut row = 0;
+        while bytes.len() <= CSV_PREFIX_BYTES + 1000 {
+            bytes.extend_from_slice(format!("{row},name{row}\n").as_bytes());
+            row += 1;
+        }
+        bytes.extend_from_slice(b"1.5,late\n");
+        let path = write_bytes(&dir, "big.csv", &bytes);
+        let message = input_message(read_table_share(
+            &path,
+            FileFormat::Csv,
+            Share { index: 1, count: 2 },
+        ));
+        assert!(message.contains("big.csv: byte "), "{message}");
+        assert!(message.contains("\"1.5\" in column `id`"), "{message}");
+        assert!(message.contains("are inferred from its first"), "{message}");
+        let first = read_table_share(&path, FileFormat::Csv, Share { index: 0, count: 2 });
+        assert_eq!(
+            first.unwrap().schema().field(0).data_type(),
+            &DataType::Int64
+        );
+        let whole = read_table(&path, FileFormat::Csv).unwrap();
+        assert_eq!(whole.schema().field(0).data_type(), &DataType::Float64);
+    }
+
+    #[test]
+    fn csv_shares_read_little_more_than_their_bytes() {
+        let dir = TempDir::new().unwrap();
+        let mut bytes = b"id,name\n".to_vec();
+        for row in 0..200_000 {
+            bytes.extend_from_slice(format!("{row},some name {row}\n").as_bytes());
+        }
+        let path = write_bytes(&dir, "long.csv", &bytes);
+        let len = bytes.len() as u64;
+        let count = 8;
+        let prefix = 64 * 1024;
+        let mut rows = 0;
+        for index in 0..count {
+            let file = open_input(&path).unwrap();
+            let (part, read) = read_csv_share(&path, file, Share { index, count }, prefix).unwrap();
+            rows += part.num_rows();
+            // The prefix, the share's bytes from the one before them (to see whether they start
+            // a line), and at most one chunk to finish the last line.
+            let bound = prefix as u64 + len.div_ceil(count as u64) + 1 + CSV_TAIL_CHUNK;
+            assert!(read <= bound, "share {index} read {read} bytes of {len}");
+        }
+        assert_eq!(rows, 200_000);
+        assert_csv_shares_whole(&path, count, prefix);
+    }
+
+    #[test]
+    fn csv_field_count_errors_in_a_share_name_the_byte() {
+        let dir = TempDir::new().unwrap();
+        let path = write_bytes(&dir, "bad.csv", b"a,b\n1,2\n3,4\n5,6\n7,8,9\n10,11\n");
+        let file = open_input(&path).unwrap();
+        let result = read_csv_share(&path, file, Share { index: 1, count: 2 }, 8);
+        let message = input_message(result.map(|(batch, _)| batch));
+        assert!(
+            message.contains("bad.csv: byte 16: expected 2 fields, found 3"),
+            "{message}"
+        );
+        assert!(
+            message.contains("first record of share 1 of 2"),
+            "{message}"
+        );
+    }
+
+    /// CSV text from simple fields: per column integers (or empty), words, or quoted words with
+    /// commas; `\n` or `\r\n`; with or without a final line end and empty lines at the end.
+    fn simple_csv() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let kinds = proptest::collection::vec(0u8..3, 1..4);
+        kinds
+            .prop_flat_map(|kinds| {
+                let row = kinds
+                    .iter()
+                    .map(|&kind| match kind {
+                        0 => prop_oneof![
+                            3 => (-1000i64..1000).prop_map(|n| n.to_string()),
+                            1 => Just(String::new()),
+                        ]
+                        .boxed(),
+                        1 => "[a-c]{1,4}".boxed(),
+                        _ => "[a-c ,]{0,4}"
+                            .prop_map(|text| format!("\"{text}\""))
+                            .boxed(),
+                    })
+                    .collect::<Vec<_>>();
+                (
+                    Just(kinds.len()),
+                    proptest::collection::vec(row, 0..30),
+                    any::<bool>(),
+                    any::<bool>(),
+                    0usize..3,
+                )
+            })
+            .prop_map(|(columns, rows, crlf, final_end, empty_lines)| {
+                let end: &[u8] = if crlf { b"\r\n" } else { b"\n" };
+                let header: Vec<String> = (0..columns).map(|c| format!("c{c}")).collect();
+                let mut bytes = header.join(",").into_bytes();
+                for row in rows {
+                    bytes.extend_from_slice(end);
+                    bytes.extend_from_slice(row.join(",").as_bytes());
+                }
+                if final_end {
+                    bytes.extend_from_slice(end);
+                }
+                for _ in 0..empty_lines {
+                    bytes.extend_from_slice(end);
+                }
+                bytes
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+        /// Whatever the contents and the number of shares, and whether the types come from the
+        /// whole file or a prefix of it, the shares concatenate to the whole file.
+        #[test]
+        fn csv_shares_always_concatenate_to_the_whole(
+            bytes in simple_csv(),
+            count in 2usize..9,
+            prefix in proptest::prop_oneof![1usize..80, proptest::strategy::Just(CSV_PREFIX_BYTES)],
+        ) {
+            let dir = TempDir::new().unwrap();
+            let path = write_bytes(&dir, "random.csv", &bytes);
+            assert_csv_shares_whole(&path, count, prefix);
         }
     }
 }
