@@ -11,6 +11,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use skewjoin_operators::heavy_hitters::summarised_hot_keys;
 use skewjoin_operators::key_stats::{hot_keys, KeyCount, KeyCounts};
 use skewjoin_operators::{
@@ -19,6 +20,7 @@ use skewjoin_operators::{
 use timely::dataflow::operators::{Input, Inspect, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
+use timely::ExchangeData;
 
 use crate::am_join::{AmParams, AmPlan, Statistics};
 use crate::compose::{build_join, Home};
@@ -28,15 +30,121 @@ use crate::strategy::Resolved;
 /// A row as it travels through a join: its row number and its hash (zero when the job has none).
 pub type RowRef = (u32, u64);
 
+/// What travels through a join for each input row: at least the row's number on the process
+/// that read it and its hash, for the home partition and the checksum.
+pub trait RowValue: ExchangeData + Clone {
+    /// The row's number among the rows its process read.
+    fn row(&self) -> u32;
+    /// The row's hash (zero when the job has none).
+    fn hash(&self) -> u64;
+}
+
+impl RowValue for RowRef {
+    #[inline]
+    fn row(&self) -> u32 {
+        self.0
+    }
+    #[inline]
+    fn hash(&self) -> u64 {
+        self.1
+    }
+}
+
+/// A row that carries its own contents, for joins whose output is written by a process that may
+/// not hold the row: in a multi-process cluster, a row's bytes travel with it (the encoding is
+/// the caller's; the runtime uses Arrow's row format).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CarriedRow {
+    /// The row's number on the process that read it.
+    pub row: u32,
+    /// Its hash.
+    pub hash: u64,
+    /// Its encoded contents.
+    pub bytes: Vec<u8>,
+}
+
+impl RowValue for CarriedRow {
+    #[inline]
+    fn row(&self) -> u32 {
+        self.row
+    }
+    #[inline]
+    fn hash(&self) -> u64 {
+        self.hash
+    }
+}
+
 /// Where one worker's output rows go: each call is one output row, by left and right row
 /// (`None` for a padded side, or the absent side of a semi or anti join).
-pub trait PairSink: 'static {
+pub trait PairSink<V = RowRef>: 'static {
     /// What the sink reports when the join is done.
     type Summary: Send + 'static;
     /// One output row.
-    fn emit(&mut self, left: Option<&RowRef>, right: Option<&RowRef>);
+    fn emit(&mut self, left: Option<&V>, right: Option<&V>);
     /// Called once after the last row.
     fn finish(self) -> Result<Self::Summary, String>;
+}
+
+/// The partitions that are home to the rows a process read, and which row goes to which: rows
+/// are cut into contiguous runs, one per partition hosted in the process, in partition order.
+/// With one process every partition is here, and row `i` of `n` is home to
+/// `partitioning.partition_of_row(i, n)`.
+#[derive(Clone, Debug)]
+pub struct RowHomes {
+    here: Rc<[u32]>,
+    /// Cuts rows into `here.len()` runs.
+    runs: Partitioning,
+}
+
+impl RowHomes {
+    /// Every partition: the rows of a one-process run.
+    pub fn all(partitioning: &Partitioning) -> RowHomes {
+        RowHomes::new((0..partitioning.partitions() as u32).collect())
+    }
+
+    fn new(here: Rc<[u32]>) -> RowHomes {
+        let runs = Partitioning::new(here.len().max(1), 1);
+        RowHomes { here, runs }
+    }
+
+    /// The partitions hosted by the workers `first_worker..first_worker + threads` of a cluster:
+    /// one process's.
+    pub fn of_process(
+        partitioning: &Partitioning,
+        first_worker: usize,
+        threads: usize,
+    ) -> RowHomes {
+        let hosts = first_worker..first_worker + threads;
+        RowHomes::new(
+            (0..partitioning.partitions() as u32)
+                .filter(|&p| hosts.contains(&partitioning.owner(p)))
+                .collect(),
+        )
+    }
+
+    /// How many partitions are home to this process's rows.
+    pub fn len(&self) -> usize {
+        self.here.len()
+    }
+
+    /// Whether no partition is (the process then cannot hold rows).
+    pub fn is_empty(&self) -> bool {
+        self.here.is_empty()
+    }
+
+    /// The home partition of row `row` of `rows`.
+    #[inline]
+    pub fn home(&self, row: u64, rows: u64) -> u32 {
+        self.here[self.runs.partition_of_row(row, rows) as usize]
+    }
+
+    /// The rows whose home is `partition`, for `rows` rows (empty when it is not here).
+    pub fn rows_of(&self, partition: u32, rows: u64) -> std::ops::Range<u64> {
+        match self.here.binary_search(&partition) {
+            Ok(run) => self.runs.rows_of_partition(run as u32, rows),
+            Err(_) => 0..0,
+        }
+    }
 }
 
 /// A join over in-memory keys, fully planned.
@@ -113,7 +221,9 @@ where
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
         let partitioning = Partitioning::new(job.partitions, worker.peers());
         let sink = make_sink(worker.index());
-        run_worker(worker, &job, partitioning, sink)
+        let homes = RowHomes::all(&partitioning);
+        let totals = (job.left.len() as u64, job.right.len() as u64);
+        run_worker(worker, &job, partitioning, &homes, totals, &row_ref, sink)
     })?;
 
     let mut loads = LoadReport::new(partitions);
@@ -143,29 +253,40 @@ pub(crate) struct WorkerOutput<S> {
     pub report: StrategyReport,
 }
 
-/// One worker's part of `job`, the same natively and in the browser: the key statistics phase
-/// when the strategy plans from counts, then the join dataflow, fed with this worker's share of
-/// the rows and stepped until it is done.
-pub(crate) fn run_worker<K, S>(
+/// The value of a row that carries only its number and hash.
+#[inline]
+pub(crate) fn row_ref(_: Side, row: u32, hash: u64) -> RowRef {
+    (row, hash)
+}
+
+/// One worker's part of `job`, the same natively, in a cluster and in the browser: the key
+/// statistics phase when the strategy plans from counts, then the join dataflow, fed with this
+/// worker's share of the rows (`job`'s rows are those of this process, home to `homes`; `totals`
+/// counts the rows of every process) as `make_value(side, row, hash)`, and stepped until done.
+pub(crate) fn run_worker<K, V, S, F>(
     worker: &mut Worker,
     job: &JoinJob<K>,
     partitioning: Partitioning,
+    homes: &RowHomes,
+    totals: (u64, u64),
+    make_value: &F,
     sink: S,
 ) -> Result<WorkerOutput<S::Summary>, String>
 where
     K: JoinKey,
-    S: PairSink,
+    V: RowValue,
+    S: PairSink<V>,
+    F: Fn(Side, u32, u64) -> V,
 {
     let observers = Observers::new();
     let sink = Rc::new(RefCell::new(sink));
     let mut left_input = InputHandle::new();
     let mut right_input = InputHandle::new();
     let probe = ProbeHandle::new();
-    let left_rows = job.left.len() as u64;
-    let right_rows = job.right.len() as u64;
+    let (left_rows, right_rows) = totals;
     // AM-Join and Tree-Join plan from exact key counts, a first dataflow of their own.
     let plan = job.resolved.needs_key_stats().map(|params| {
-        let (hot, floors) = key_statistics(worker, job, &partitioning, &params);
+        let (hot, floors) = key_statistics(worker, job, &partitioning, homes, totals, &params);
         let mut plan = AmPlan::new(hot, &params, &partitioning, left_rows, right_rows);
         plan.set_summary_floors(floors);
         Rc::new(plan)
@@ -174,10 +295,13 @@ where
     worker.dataflow::<u32, _, _>(|scope| {
         let left = scope.input_from(&mut left_input);
         let right = scope.input_from(&mut right_input);
-        let home_left: Home<K, RowRef> =
-            Rc::new(move |_, row| partitioning.partition_of_row(row.0 as u64, left_rows));
-        let home_right: Home<K, RowRef> =
-            Rc::new(move |_, row| partitioning.partition_of_row(row.0 as u64, right_rows));
+        // Homes follow this process's row counts: its rows are cut over its own partitions.
+        let (local_left, local_right) = (job.left.len() as u64, job.right.len() as u64);
+        let (homes_left, homes_right) = (homes.clone(), homes.clone());
+        let home_left: Home<K, V> =
+            Rc::new(move |_, row: &V| homes_left.home(row.row() as u64, local_left));
+        let home_right: Home<K, V> =
+            Rc::new(move |_, row: &V| homes_right.home(row.row() as u64, local_right));
         let sink = Rc::clone(&sink);
         build_join(
             left,
@@ -188,16 +312,19 @@ where
             (home_left, home_right),
             plan,
             &observers,
-            move |_key, l: Option<&RowRef>, r: Option<&RowRef>, _out: &mut Vec<()>| {
+            move |_key, l: Option<&V>, r: Option<&V>, _out: &mut Vec<()>| {
                 sink.borrow_mut().emit(l, r)
             },
         )
         .probe_with(&probe);
     });
 
-    feed(worker, job, &partitioning, |key, row, side| match side {
-        Side::Left => left_input.send((key, row)),
-        Side::Right => right_input.send((key, row)),
+    feed(worker, job, &partitioning, homes, |key, row, hash, side| {
+        let value = make_value(side, row, hash);
+        match side {
+            Side::Left => left_input.send((key, value)),
+            Side::Right => right_input.send((key, value)),
+        }
     });
     left_input.close();
     right_input.close();
@@ -220,12 +347,13 @@ where
 }
 
 /// Feeds this worker's share of the job, partition by partition (row `i`'s home is
-/// `partition_of_row(i, n)`), to `send(key, row, side)`, letting the dataflows run every so often.
+/// `homes.home(i, n)`), to `send(key, row, hash, side)`, letting the dataflows run every so often.
 pub(crate) fn feed<K: JoinKey>(
     worker: &mut Worker,
     job: &JoinJob<K>,
     partitioning: &Partitioning,
-    mut send: impl FnMut(K, RowRef, Side),
+    homes: &RowHomes,
+    mut send: impl FnMut(K, u32, u64, Side),
 ) {
     let mut sent = 0usize;
     for partition in partitioning.local_partitions(worker.index()) {
@@ -233,9 +361,9 @@ pub(crate) fn feed<K: JoinKey>(
             (&job.left, &job.left_hashes, Side::Left),
             (&job.right, &job.right_hashes, Side::Right),
         ] {
-            for row in partitioning.rows_of_partition(partition, keys.len() as u64) {
+            for row in homes.rows_of(partition, keys.len() as u64) {
                 let hash = hashes.get(row as usize).copied().unwrap_or(0);
-                send(keys[row as usize].clone(), (row as u32, hash), side);
+                send(keys[row as usize].clone(), row as u32, hash, side);
                 sent += 1;
                 if sent.is_multiple_of(FEED_CHUNK) {
                     worker.step();
@@ -252,13 +380,11 @@ pub(crate) fn key_statistics<K: JoinKey>(
     worker: &mut Worker,
     job: &JoinJob<K>,
     partitioning: &Partitioning,
+    homes: &RowHomes,
+    totals: (u64, u64),
     params: &AmParams,
 ) -> (Vec<KeyCount<K>>, Option<(u64, u64)>) {
-    let thresholds = params.stats_thresholds(
-        job.left.len() as u64,
-        job.right.len() as u64,
-        partitioning.partitions(),
-    );
+    let thresholds = params.stats_thresholds(totals.0, totals.1, partitioning.partitions());
     let hot = Rc::new(RefCell::new(Vec::new()));
     let floors = Rc::new(RefCell::new(None));
     let mut left_input: InputHandle<u32, _> = InputHandle::new();
@@ -292,10 +418,16 @@ pub(crate) fn key_statistics<K: JoinKey>(
             }
         }
     });
-    feed(worker, job, partitioning, |key, _, side| match side {
-        Side::Left => left_input.send((key, ())),
-        Side::Right => right_input.send((key, ())),
-    });
+    feed(
+        worker,
+        job,
+        partitioning,
+        homes,
+        |key, _, _, side| match side {
+            Side::Left => left_input.send((key, ())),
+            Side::Right => right_input.send((key, ())),
+        },
+    );
     left_input.close();
     right_input.close();
     while !probe.done() {

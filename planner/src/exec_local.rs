@@ -37,7 +37,7 @@ use timely::communication::allocator::{Allocator, Thread};
 use timely::worker::Worker;
 use timely::WorkerConfig;
 
-use crate::exec::{run_worker, JoinJob, PairSink, RowRef};
+use crate::exec::{row_ref, run_worker, JoinJob, PairSink, RowHomes, RowRef};
 use crate::report::StrategyReport;
 
 /// What a single-worker run produced.
@@ -68,7 +68,18 @@ where
         Allocator::Thread(Thread::default()),
         None,
     );
-    let output = run_worker(&mut worker, job, Partitioning::new(job.partitions, 1), sink)?;
+    let partitioning = Partitioning::new(job.partitions, 1);
+    let homes = RowHomes::all(&partitioning);
+    let totals = (job.left.len() as u64, job.right.len() as u64);
+    let output = run_worker(
+        &mut worker,
+        job,
+        partitioning,
+        &homes,
+        totals,
+        &row_ref,
+        sink,
+    )?;
     let mut loads = LoadReport::new(job.partitions);
     loads.add(&output.loads);
     Ok(LocalOutput {

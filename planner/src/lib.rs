@@ -6,6 +6,7 @@
 //! - [`compose`]: builds a resolved strategy's dataflow from routes and partitioned joins;
 //! - [`exec`]: runs a planned join over in-memory keys on timely worker threads;
 //! - [`vprp`]: VPRP's range planning from key samples;
+//! - [`exec_cluster`]: runs it on a multi-process timely cluster, each process with its own rows;
 //! - [`exec_local`]: runs the same dataflow on one hand-stepped worker (the browser build);
 //! - [`report`]: what a run reports of its strategy's decisions (classes, rounds, ranges);
 //! - [`row_hash`]: the runtime's row hashes of generated tables, computed without Arrow;
@@ -16,6 +17,7 @@ pub mod compose;
 pub mod cost;
 pub mod datagen;
 pub mod exec;
+pub mod exec_cluster;
 pub mod exec_local;
 pub mod report;
 pub mod row_hash;

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use skewjoin_planner::am_join::Statistics;
 
+pub use crate::cluster::{ClusterArgs, LaunchArgs};
+
 /// Skew-resistant equi-joins of Parquet, Arrow IPC and CSV files.
 #[derive(Debug, Parser)]
 #[command(name = "skewjoin", version, about, long_about = None)]
@@ -26,6 +28,9 @@ pub enum Command {
     Demo(DemoArgs),
     /// Show the plan for a join: strategy and why, hot keys, predicted per-partition load.
     Explain(ExplainArgs),
+    /// Run a join on N processes of this machine, connected as a timely cluster over loopback:
+    /// `skewjoin cluster --processes 2 -- join LEFT RIGHT --on KEY ...`.
+    Cluster(LaunchArgs),
 }
 
 /// `skewjoin explain`: the arguments of `join`, plus what to show.
@@ -128,6 +133,8 @@ pub struct JoinArgs {
     /// Print nothing but errors.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 /// The data generator's flags, shared by `gen` and `demo`.

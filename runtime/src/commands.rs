@@ -26,12 +26,12 @@ use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::metrics::{checksum_hex, Metrics};
 use crate::progress::Progress;
 
-fn parse_how(how: &str) -> Result<JoinType> {
+pub(crate) fn parse_how(how: &str) -> Result<JoinType> {
     how.parse().map_err(|e| Error::Usage(format!("--how: {e}")))
 }
 
 /// Applies the VPRP flags to a VPRP choice; other strategies are left as they are.
-fn with_vprp_flags(mut choice: Choice, run: &RunArgs) -> Result<Choice> {
+pub(crate) fn with_vprp_flags(mut choice: Choice, run: &RunArgs) -> Result<Choice> {
     if !(0.0..=1.0).contains(&run.sample_fraction) || run.virtual_per_partition == 0 {
         return Err(Error::Usage(
             "--sample-fraction must be in 0..1 and --virtual-per-partition at least 1".into(),
@@ -104,7 +104,7 @@ fn refuse_overwrite(flag: &str, path: &Path, others: &[(&str, &Path)]) -> Result
 }
 
 /// Writes `text` to `path` atomically: a temporary file in the same directory, renamed.
-fn write_atomically(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_atomically(path: &Path, text: &str) -> Result<()> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -117,7 +117,7 @@ fn write_atomically(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-fn check_writable_dir(path: &Path, flag: &str) -> Result<()> {
+pub(crate) fn check_writable_dir(path: &Path, flag: &str) -> Result<()> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -130,6 +130,27 @@ fn check_writable_dir(path: &Path, flag: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The key columns of each side, from `--on` or `--left-on` and `--right-on`.
+pub(crate) fn join_columns(args: &JoinArgs) -> Result<(Vec<String>, Vec<String>)> {
+    let (left_on, right_on) = if !args.on.is_empty() {
+        (args.on.clone(), args.on.clone())
+    } else if !args.left_on.is_empty() {
+        (args.left_on.clone(), args.right_on.clone())
+    } else {
+        return Err(Error::Usage(
+            "no join key: give --on COLUMNS, or --left-on and --right-on".into(),
+        ));
+    };
+    if left_on.len() != right_on.len() {
+        return Err(Error::Usage(format!(
+            "--left-on names {} columns but --right-on names {}; give the same number",
+            left_on.len(),
+            right_on.len()
+        )));
+    }
+    Ok((left_on, right_on))
 }
 
 /// A join with its inputs loaded and its strategy chosen.
@@ -156,22 +177,7 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
         .parse()
         .map_err(|e| Error::Usage(format!("--strategy: {e}")))?;
     let (workers, partitions) = layout(&args.run)?;
-    let (left_on, right_on) = if !args.on.is_empty() {
-        (args.on.clone(), args.on.clone())
-    } else if !args.left_on.is_empty() {
-        (args.left_on.clone(), args.right_on.clone())
-    } else {
-        return Err(Error::Usage(
-            "no join key: give --on COLUMNS, or --left-on and --right-on".into(),
-        ));
-    };
-    if left_on.len() != right_on.len() {
-        return Err(Error::Usage(format!(
-            "--left-on names {} columns but --right-on names {}; give the same number",
-            left_on.len(),
-            right_on.len()
-        )));
-    }
+    let (left_on, right_on) = join_columns(args)?;
     let explicit = args.format.as_deref().map(FileFormat::parse).transpose()?;
     let left_format = FileFormat::detect(&args.left, explicit)?;
     let right_format = FileFormat::detect(&args.right, explicit)?;
@@ -338,6 +344,9 @@ fn run_prepared(args: &JoinArgs, prepared: Prepared, progress: &mut Progress) ->
 
 /// `skewjoin join`.
 pub fn join(args: JoinArgs) -> Result<()> {
+    if args.cluster.is_cluster() {
+        return crate::cluster::join(args);
+    }
     let mut progress = Progress::new(args.quiet);
     let prepared = prepare(&args, &progress)?;
     let metrics = run_prepared(&args, prepared, &mut progress)?;
@@ -358,6 +367,13 @@ fn key_text(key: &Key) -> String {
 
 /// `skewjoin explain`.
 pub fn explain(args: ExplainArgs) -> Result<()> {
+    if args.join.cluster.is_cluster() {
+        return Err(Error::Usage(
+            "explain runs on one process; leave out --processes (the plan of a cluster run is in \
+             its --metrics)"
+                .into(),
+        ));
+    }
     let mut progress = Progress::new(args.join.quiet);
     let prepared = prepare(&args.join, &progress)?;
     let partitioning = Partitioning::new(prepared.partitions, prepared.workers);
@@ -427,7 +443,7 @@ pub fn explain(args: ExplainArgs) -> Result<()> {
     Ok(())
 }
 
-fn metrics_for(
+pub(crate) fn metrics_for(
     choice: &Choice,
     how: JoinType,
     workers: usize,

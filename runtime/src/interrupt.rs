@@ -64,6 +64,14 @@ pub fn install() {
     });
 }
 
+/// Stops the process now with `code`, after printing `message` and removing every unfinished
+/// output file: for failures noticed outside the main thread, such as a cluster that never forms.
+pub fn abort(code: i32, message: &str) -> ! {
+    PENDING.remove_all();
+    eprintln!("skewjoin: error: {message}");
+    std::process::exit(code);
+}
+
 /// A temporary output file, registered for removal on Ctrl-C while this value lives.
 #[derive(Debug)]
 pub struct Registered(PathBuf);

@@ -50,6 +50,9 @@ use crate::error::{Error, Result};
 /// The row index that stands for "no row": the output row is padded with NULLs on that side.
 const PAD: u32 = u32::MAX;
 
+/// The most rows in one row group of a Parquet file we write.
+pub const WRITE_ROW_GROUP_ROWS: usize = 64 * 1024;
+
 /// Rows per batch when decoding; the batches are concatenated afterwards.
 const READ_BATCH_ROWS: usize = 64 * 1024;
 
@@ -1706,8 +1709,12 @@ impl OutputWriter {
         let file = BufWriter::new(file);
         let sink = match format {
             FileFormat::Parquet => {
+                // Row groups of 64 Ki rows rather than the library's 1 Mi, so that the processes
+                // of a cluster, which split a file by row group, each get a share of a file of a
+                // few hundred thousand rows.
                 let properties = WriterProperties::builder()
                     .set_compression(Compression::SNAPPY)
+                    .set_max_row_group_row_count(Some(WRITE_ROW_GROUP_ROWS))
                     .build();
                 let writer = ArrowWriter::try_new(file, schema.clone(), Some(properties))
                     .map_err(|error| parquet_write_error(path, error))?;

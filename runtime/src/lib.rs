@@ -2,6 +2,7 @@
 //! the subcommands. See the README for usage.
 
 pub mod cli;
+pub mod cluster;
 pub mod commands;
 pub mod engine;
 pub mod error;

@@ -15,6 +15,7 @@ fn main() -> ExitCode {
         Command::Gen(args) => commands::gen(args),
         Command::Demo(args) => commands::demo(args),
         Command::Explain(args) => commands::explain(args),
+        Command::Cluster(args) => skewjoin_runtime::cluster::launch(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,8 +19,11 @@ pub struct Metrics {
     pub broadcast_side: Option<String>,
     /// The join type.
     pub how: String,
-    /// Worker threads.
+    /// Worker threads (in a cluster, of every process together).
     pub workers: usize,
+    /// In a cluster, the number of processes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes: Option<usize>,
     /// Partitions.
     pub partitions: usize,
     /// Input rows on each side.
@@ -76,6 +79,7 @@ impl Metrics {
             broadcast_side,
             how: how.to_string(),
             workers,
+            processes: None,
             partitions,
             left_rows: rows.0,
             right_rows: rows.1,

@@ -1,0 +1,604 @@
+//! Runs a planned join on a multi-process timely cluster, each process holding only the rows it
+//! read.
+//!
+//! Every process runs this with its own rows and the same arguments. Before anything is planned,
+//! the processes exchange what each read (row counts, its broadcast budget, a fingerprint of its
+//! arguments), so that every worker plans from the same cluster-wide facts and so builds the same
+//! dataflows: timely requires that, and a plan made from one process's rows alone would differ
+//! between processes. A process's rows are home to the partitions its own workers host
+//! ([`RowHomes::of_process`]), so strategies that leave records in place never move them between
+//! processes. At the end every worker's load, sink summary and strategy report are gathered on
+//! worker 0, so process 0 can describe the whole cluster.
+//!
+//! Networking is timely's own (`CommunicationConfig::Cluster`, the meaning of timely's `-n -p -h`).
+//! `execute_cluster` returns once the join is done everywhere, or an error when the cluster could
+//! not agree; a process that dies makes timely's network threads panic in the others, which then
+//! return an error. Timely waits for peers to connect without a limit; callers that want a bound
+//! keep a watchdog on the call (the `skewjoin` binary does).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use skewjoin_operators::{JoinKey, LoadReport, PartitionLoad, Partitioning, Side};
+use timely::communication::Config as CommunicationConfig;
+use timely::dataflow::operators::vec::Broadcast;
+use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
+use timely::dataflow::{InputHandle, ProbeHandle};
+use timely::worker::Worker;
+use timely::{ExchangeData, WorkerConfig};
+
+use crate::exec::{run_worker, JoinJob, PairSink, RowHomes, RowValue};
+use crate::report::StrategyReport;
+use crate::strategy::Resolved;
+
+/// This process's place in a cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterSpec {
+    /// Worker threads per process.
+    pub threads: usize,
+    /// This process's index, `0..addresses.len()`.
+    pub process: usize,
+    /// `host:port` of every process, by index.
+    pub addresses: Vec<String>,
+}
+
+impl ClusterSpec {
+    /// How many processes.
+    pub fn processes(&self) -> usize {
+        self.addresses.len()
+    }
+
+    /// Every worker of the cluster.
+    pub fn total_workers(&self) -> usize {
+        self.threads * self.processes()
+    }
+
+    /// Checks what the cluster relies on: a process index in range, at least one thread, and
+    /// every worker hosting at least one partition (each process's rows need a home there).
+    pub fn check(&self, partitions: usize) -> Result<(), String> {
+        if self.addresses.is_empty() {
+            return Err("a cluster needs at least one process address".into());
+        }
+        if self.process >= self.processes() {
+            return Err(format!(
+                "process index {} is out of range for {} processes; use 0 to {}",
+                self.process,
+                self.processes(),
+                self.processes() - 1
+            ));
+        }
+        if self.threads == 0 {
+            return Err("the worker count per process must be at least 1".into());
+        }
+        if partitions < self.total_workers() {
+            return Err(format!(
+                "{partitions} partitions for {} workers in all: in a cluster every worker must \
+                 host a partition, since each process's rows stay on its own workers; use at \
+                 least {} partitions",
+                self.total_workers(),
+                self.total_workers()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What one process tells the others before planning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessFacts {
+    /// Left rows this process read.
+    pub left_rows: u64,
+    /// Right rows this process read.
+    pub right_rows: u64,
+    /// The most rows this process can afford to receive as a broadcast copy.
+    pub broadcast_limit: u64,
+    /// A hash of the arguments that must agree across processes (join type, strategy, key
+    /// columns, tuning); processes started with different ones refuse to run.
+    pub fingerprint: u64,
+}
+
+/// What the whole cluster read, as every worker sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterFacts {
+    /// Left rows over all processes.
+    pub left_rows: u64,
+    /// Right rows over all processes.
+    pub right_rows: u64,
+    /// The smallest broadcast limit of any process: a copy must fit everywhere.
+    pub broadcast_limit: u64,
+}
+
+/// What a cluster run produced, as this process sees it.
+#[derive(Clone, Debug)]
+pub struct ClusterOutput<S> {
+    /// The strategy every process ran.
+    pub resolved: Resolved,
+    /// The cluster-wide facts it was planned from.
+    pub facts: ClusterFacts,
+    /// Whether this output describes the whole cluster (on process 0) or this process alone.
+    pub whole_cluster: bool,
+    /// Per-partition load: every partition on process 0, this process's partitions elsewhere.
+    pub loads: LoadReport,
+    /// Sink summaries by worker index: every worker's on process 0, this process's elsewhere.
+    pub summaries: Vec<(usize, S)>,
+    /// The strategy's decisions.
+    pub report: StrategyReport,
+    /// Wall time from the start of the workers to the end of the join.
+    pub elapsed: Duration,
+}
+
+/// One worker's result, as gathered on worker 0. The strategy report travels as JSON: its serde
+/// form skips absent parts, which timely's binary encoding cannot represent.
+type WorkerResult<S> = (
+    usize,
+    Result<(Vec<(u32, PartitionLoad)>, S, String), String>,
+);
+
+/// What each worker returns to the caller of `timely::execute`.
+struct WorkerReturn<S> {
+    resolved: Resolved,
+    facts: ClusterFacts,
+    /// This worker's own result.
+    own: WorkerResult<S>,
+    /// On worker 0, every worker's result (its own included); elsewhere empty.
+    gathered: Vec<WorkerResult<S>>,
+}
+
+/// Runs `job` (this process's rows; its `resolved` is replaced by `decide`'s answer and its
+/// `workers` by `spec.threads`) as process `spec.process` of a cluster. `facts` is what this
+/// process read; `decide` chooses the strategy from the cluster-wide facts and must give the
+/// same answer on every process for the same facts. Each worker feeds its rows as
+/// `make_value(side, row, hash)` and sends output rows to `make_sink(worker)`. `on_start` is
+/// called by each worker as it starts, once timely has connected every process.
+#[allow(clippy::too_many_arguments)]
+pub fn execute_cluster<K, V, S, D, F, M, C>(
+    job: JoinJob<K>,
+    spec: &ClusterSpec,
+    facts: ProcessFacts,
+    decide: D,
+    make_value: F,
+    make_sink: M,
+    on_start: C,
+) -> Result<ClusterOutput<S::Summary>, String>
+where
+    K: JoinKey + Sync,
+    V: RowValue,
+    S: PairSink<V>,
+    S::Summary: ExchangeData + Clone,
+    D: Fn(&ClusterFacts) -> Result<Resolved, String> + Send + Sync + 'static,
+    F: Fn(Side, u32, u64) -> V + Send + Sync + 'static,
+    M: Fn(usize) -> S + Send + Sync + 'static,
+    C: Fn() + Send + Sync + 'static,
+{
+    job.check()?;
+    spec.check(job.partitions)?;
+    let partitions = job.partitions;
+    let threads = spec.threads;
+    let process = spec.process;
+    let config = timely::Config {
+        communication: CommunicationConfig::Cluster {
+            threads,
+            process,
+            addresses: spec.addresses.clone(),
+            report: false,
+            zerocopy: false,
+        },
+        worker: WorkerConfig::default(),
+    };
+    let start = Instant::now();
+    let job = Arc::new(job);
+    let guards = timely::execute(
+        config,
+        move |worker| -> Result<WorkerReturn<S::Summary>, String> {
+            on_start();
+            let partitioning = Partitioning::new(job.partitions, worker.peers());
+            let homes = RowHomes::of_process(&partitioning, process * threads, threads);
+            // One worker per process speaks for it; every worker hears every process.
+            let mine = if worker.index() % threads == 0 {
+                vec![facts]
+            } else {
+                Vec::new()
+            };
+            let heard = exchange(worker, mine, true);
+            let cluster = agree(&heard)?;
+            let resolved = decide(&cluster)?;
+            let job = JoinJob {
+                resolved,
+                workers: threads,
+                ..JoinJob::clone(&job)
+            };
+            let sink = make_sink(worker.index());
+            let totals = (cluster.left_rows, cluster.right_rows);
+            // A worker whose sink failed still takes part in the gather: every worker must build the
+            // same dataflows, or worker 0 would wait for it forever.
+            let result = run_worker(
+                worker,
+                &job,
+                partitioning,
+                &homes,
+                totals,
+                &make_value,
+                sink,
+            )
+            .and_then(|output| {
+                let report = serde_json::to_string(&output.report)
+                    .map_err(|error| format!("encoding the strategy report: {error}"))?;
+                Ok((output.loads, output.summary, report))
+            });
+            let own = (worker.index(), result);
+            let gathered = exchange(worker, vec![own.clone()], false);
+            Ok(WorkerReturn {
+                resolved,
+                facts: cluster,
+                own,
+                gathered,
+            })
+        },
+    )?;
+
+    let mut loads = LoadReport::new(partitions);
+    let mut summaries = Vec::new();
+    let mut report = StrategyReport::default();
+    let mut decided = None;
+    let mut own = Vec::new();
+    let mut gathered = Vec::new();
+    for returned in guards.join() {
+        let returned = returned??;
+        decided.get_or_insert((returned.resolved, returned.facts));
+        own.push(returned.own);
+        gathered.extend(returned.gathered);
+    }
+    // Worker 0 gathered everyone's results; every other process describes just its own.
+    let whole_cluster = process == 0;
+    for (index, result) in if whole_cluster { gathered } else { own } {
+        let (worker_loads, summary, worker_report) =
+            result.map_err(|message| format!("worker {index}: {message}"))?;
+        let worker_report: StrategyReport = serde_json::from_str(&worker_report)
+            .map_err(|error| format!("worker {index}: decoding its strategy report: {error}"))?;
+        loads.add(&worker_loads);
+        summaries.push((index, summary));
+        report.merge(worker_report);
+    }
+    let (resolved, facts) = decided.ok_or("the cluster ran no workers")?;
+    summaries.sort_by_key(|(index, _)| *index);
+    Ok(ClusterOutput {
+        resolved,
+        facts,
+        whole_cluster,
+        loads,
+        summaries,
+        report,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// Combines the facts every process sent: sums of rows, the smallest budget; different
+/// fingerprints mean the processes were started with different arguments.
+fn agree(heard: &[ProcessFacts]) -> Result<ClusterFacts, String> {
+    let first = heard.first().ok_or("no process sent its facts")?;
+    if heard
+        .iter()
+        .any(|facts| facts.fingerprint != first.fingerprint)
+    {
+        return Err(
+            "the processes were started with different join arguments; start every process \
+             with the same arguments (only --process may differ)"
+                .into(),
+        );
+    }
+    Ok(ClusterFacts {
+        left_rows: heard.iter().map(|facts| facts.left_rows).sum(),
+        right_rows: heard.iter().map(|facts| facts.right_rows).sum(),
+        broadcast_limit: heard
+            .iter()
+            .map(|facts| facts.broadcast_limit)
+            .min()
+            .unwrap_or(0),
+    })
+}
+
+/// A small dataflow of its own: sends `mine` to every worker (`to_all`) or to worker 0, and
+/// returns what this worker received once every worker has sent.
+fn exchange<T: ExchangeData + Clone>(worker: &mut Worker, mine: Vec<T>, to_all: bool) -> Vec<T> {
+    let received = Rc::new(RefCell::new(Vec::new()));
+    let mut input: InputHandle<u32, _> = InputHandle::new();
+    let probe = ProbeHandle::new();
+    worker.dataflow::<u32, _, _>(|scope| {
+        let stream = scope.input_from(&mut input).container::<Vec<T>>();
+        let stream = if to_all {
+            stream.broadcast()
+        } else {
+            stream.exchange(|_: &T| 0)
+        };
+        let sink = Rc::clone(&received);
+        stream
+            .inspect(move |record| sink.borrow_mut().push(record.clone()))
+            .probe_with(&probe);
+    });
+    for record in mine {
+        input.send(record);
+    }
+    input.close();
+    while !probe.done() {
+        worker.step();
+    }
+    received.take()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+
+    use skewjoin_operators::{JoinType, Key};
+
+    use super::*;
+    use crate::datagen::{generate, GenSpec};
+    use crate::exec::{execute, RowRef};
+    use crate::strategy::{choose, PlanInputs, Strategy};
+
+    /// Output rows by the hashes of their sides, which the tests set to global row ids.
+    #[derive(Default)]
+    struct PairsSink(Vec<(Option<u64>, Option<u64>)>);
+
+    impl PairSink for PairsSink {
+        type Summary = Vec<(Option<u64>, Option<u64>)>;
+        fn emit(&mut self, left: Option<&RowRef>, right: Option<&RowRef>) {
+            self.0.push((left.map(|row| row.1), right.map(|row| row.1)));
+        }
+        fn finish(self) -> Result<Self::Summary, String> {
+            Ok(self.0)
+        }
+    }
+
+    /// `n` loopback addresses with ports free a moment ago.
+    fn free_addresses(n: usize) -> Vec<String> {
+        let listeners: Vec<TcpListener> = (0..n)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        listeners
+            .iter()
+            .map(|listener| listener.local_addr().unwrap().to_string())
+            .collect()
+    }
+
+    fn decide_for(
+        strategy: Strategy,
+        how: JoinType,
+    ) -> impl Fn(&ClusterFacts) -> Result<Resolved, String> {
+        move |facts: &ClusterFacts| {
+            choose(
+                strategy,
+                &PlanInputs {
+                    how,
+                    left_rows: facts.left_rows,
+                    right_rows: facts.right_rows,
+                    workers: 4,
+                    broadcast_limit: facts.broadcast_limit,
+                },
+            )
+            .map(|choice| choice.resolved)
+        }
+    }
+
+    /// Rows `range` of `keys`, with each row's hash its global row id plus one.
+    fn share(keys: &[Key], range: std::ops::Range<usize>) -> (Arc<[Key]>, Arc<[u64]>) {
+        (
+            keys[range.clone()].into(),
+            range.map(|row| row as u64 + 1).collect(),
+        )
+    }
+
+    /// Two processes of two workers each, every one holding half of each side, produce exactly
+    /// the output rows of a one-process run, for a strategy of each kind and several join types;
+    /// process 0 describes every partition.
+    #[test]
+    fn two_processes_produce_the_output_of_one() {
+        let spec = GenSpec {
+            left_rows: 1500,
+            right_rows: 900,
+            keys: 200,
+            left_skew: 1.2,
+            right_skew: 1.0,
+            noise: 0.1,
+            seed: 5,
+            ..GenSpec::default()
+        };
+        let pair = generate(&spec);
+        let left: Vec<Key> = pair.left.key.iter().map(|&k| Key::Int(k)).collect();
+        let right: Vec<Key> = pair.right.key.iter().map(|&k| Key::Int(k)).collect();
+        // Process 0 reads more left rows than process 1, as uneven file splits do.
+        let cuts = (1000, 450);
+        let mut compared = 0;
+        for how in [
+            JoinType::Inner,
+            JoinType::Full,
+            JoinType::LeftAnti,
+            JoinType::RightSemi,
+        ] {
+            for strategy in [
+                Strategy::Shuffle,
+                Strategy::Ib,
+                Strategy::Vprp,
+                Strategy::Am,
+                Strategy::Tree,
+            ] {
+                let partitions = 6;
+                let whole = JoinJob {
+                    left: left.clone().into(),
+                    right: right.clone().into(),
+                    left_hashes: (1..=left.len() as u64).collect(),
+                    right_hashes: (1..=right.len() as u64).collect(),
+                    how,
+                    resolved: decide_for(strategy, how)(&ClusterFacts {
+                        left_rows: left.len() as u64,
+                        right_rows: right.len() as u64,
+                        broadcast_limit: u64::MAX,
+                    })
+                    .unwrap(),
+                    partitions,
+                    workers: 2,
+                };
+                let mut expected: Vec<_> = execute(whole.clone(), |_| PairsSink::default())
+                    .unwrap()
+                    .summaries
+                    .concat();
+                expected.sort();
+
+                let addresses = free_addresses(2);
+                let runs: Vec<_> = (0..2)
+                    .map(|process| {
+                        let (left_range, right_range) = if process == 0 {
+                            (0..cuts.0, 0..cuts.1)
+                        } else {
+                            (cuts.0..left.len(), cuts.1..right.len())
+                        };
+                        let (left_keys, left_hashes) = share(&left, left_range);
+                        let (right_keys, right_hashes) = share(&right, right_range);
+                        let job = JoinJob {
+                            left: left_keys,
+                            right: right_keys,
+                            left_hashes,
+                            right_hashes,
+                            ..whole.clone()
+                        };
+                        let facts = ProcessFacts {
+                            left_rows: job.left.len() as u64,
+                            right_rows: job.right.len() as u64,
+                            broadcast_limit: u64::MAX,
+                            fingerprint: 1,
+                        };
+                        let spec = ClusterSpec {
+                            threads: 2,
+                            process,
+                            addresses: addresses.clone(),
+                        };
+                        // Process 1 connects to process 0, and timely retries a refused
+                        // connection only after a second: give process 0 a moment to listen.
+                        std::thread::sleep(Duration::from_millis(if process == 0 {
+                            0
+                        } else {
+                            100
+                        }));
+                        std::thread::spawn(move || {
+                            execute_cluster(
+                                job,
+                                &spec,
+                                facts,
+                                decide_for(strategy, how),
+                                |_, row, hash| (row, hash),
+                                |_| PairsSink::default(),
+                                || {},
+                            )
+                        })
+                    })
+                    .collect();
+                let outputs: Vec<_> = runs
+                    .into_iter()
+                    .map(|run| run.join().unwrap().unwrap())
+                    .collect();
+                let what = format!("{how} {strategy}");
+                let first = &outputs[0];
+                assert!(first.whole_cluster && !outputs[1].whole_cluster, "{what}");
+                assert_eq!(first.resolved, whole.resolved, "{what}");
+                assert_eq!(first.facts.left_rows, left.len() as u64, "{what}");
+                let mut got: Vec<_> = first
+                    .summaries
+                    .iter()
+                    .flat_map(|(_, rows)| rows.iter().copied())
+                    .collect();
+                got.sort();
+                assert_eq!(got, expected, "{what}");
+                assert_eq!(first.summaries.len(), 4, "{what}");
+                assert_eq!(first.loads.per_partition.len(), partitions, "{what}");
+                assert_eq!(first.loads.total_output(), expected.len() as u64, "{what}");
+                // Process 1 alone reports its own two workers.
+                let own: Vec<usize> = outputs[1].summaries.iter().map(|(w, _)| *w).collect();
+                assert_eq!(own, [2, 3], "{what}");
+                compared += 1;
+            }
+        }
+        assert_eq!(compared, 4 * 5);
+    }
+
+    /// Processes started with different arguments refuse to run, on every process.
+    #[test]
+    fn different_arguments_are_refused() {
+        let addresses = free_addresses(2);
+        let runs: Vec<_> = (0..2)
+            .map(|process| {
+                let job = JoinJob {
+                    left: Arc::from(vec![Key::Int(1)]),
+                    right: Arc::from(vec![Key::Int(1)]),
+                    left_hashes: Arc::from(Vec::new()),
+                    right_hashes: Arc::from(Vec::new()),
+                    how: JoinType::Inner,
+                    resolved: Resolved::Shuffle,
+                    partitions: 2,
+                    workers: 1,
+                };
+                let facts = ProcessFacts {
+                    left_rows: 1,
+                    right_rows: 1,
+                    broadcast_limit: 10,
+                    fingerprint: process as u64,
+                };
+                let spec = ClusterSpec {
+                    threads: 1,
+                    process,
+                    addresses: addresses.clone(),
+                };
+                std::thread::spawn(move || {
+                    execute_cluster(
+                        job,
+                        &spec,
+                        facts,
+                        |_: &ClusterFacts| Ok(Resolved::Shuffle),
+                        |_, row, hash| (row, hash),
+                        |_| PairsSink::default(),
+                        || {},
+                    )
+                })
+            })
+            .collect();
+        for run in runs {
+            let error = run.join().unwrap().unwrap_err();
+            assert!(error.contains("different join arguments"), "{error}");
+        }
+    }
+
+    #[test]
+    fn every_worker_needs_a_partition() {
+        let spec = ClusterSpec {
+            threads: 2,
+            process: 0,
+            addresses: vec!["a:1".into(), "b:2".into()],
+        };
+        assert!(spec.check(4).is_ok());
+        let error = spec.check(3).unwrap_err();
+        assert!(error.contains("at least 4 partitions"), "{error}");
+        let out_of_range = ClusterSpec {
+            process: 2,
+            ..spec.clone()
+        };
+        assert!(out_of_range.check(4).unwrap_err().contains("out of range"));
+    }
+
+    #[test]
+    fn a_process_hosts_the_partitions_of_its_workers() {
+        // P = 6 over 2 processes of 2 workers: partition p is owned by worker p % 4.
+        let partitioning = Partitioning::new(6, 4);
+        let first = RowHomes::of_process(&partitioning, 0, 2);
+        let second = RowHomes::of_process(&partitioning, 2, 2);
+        let homes = |homes: &RowHomes, rows: u64| -> Vec<u32> {
+            (0..rows).map(|row| homes.home(row, rows)).collect()
+        };
+        // Process 0 hosts 0, 1, 4 and 5; process 1 hosts 2 and 3.
+        assert_eq!(homes(&first, 8), [0, 0, 1, 1, 4, 4, 5, 5]);
+        assert_eq!(homes(&second, 4), [2, 2, 3, 3]);
+        assert_eq!(first.rows_of(4, 8), 4..6);
+        assert_eq!(first.rows_of(2, 8), 0..0);
+    }
+}

@@ -1,0 +1,955 @@
+//! Cluster mode: `skewjoin join ... --processes N --process I --hostfile FILE` runs process `I` of
+//! a timely cluster of `N` processes (timely's own networking; the hostfile has one `host:port`
+//! per process, as timely's `-h`), and `skewjoin cluster --processes N -- join ...` starts `N`
+//! such processes on this machine, on free loopback ports.
+//!
+//! Each process reads only its share of each input (row groups of Parquet, record batches of
+//! Arrow IPC, byte ranges of CSV; see [`crate::io::read_table_share`]) and its rows stay home on
+//! its own workers. The processes agree on cluster-wide row counts before anything is planned,
+//! so every one runs the same plan. Output is written as one part file per worker,
+//! `DIR/part-WWWWW.EXT`, and process 0 writes `DIR/_manifest.json` (every part with its row count
+//! and checksum, and the totals) once all parts are complete: a directory without a manifest is
+//! not a finished output. Without `--output` only the row count and checksum are computed, and
+//! rows travel as a row number and a hash; with it, each row's contents travel with it (Arrow's
+//! row format), because the worker that joins a pair may be on a process that read neither row.
+//! `--metrics` is written by process 0 and describes the whole cluster.
+//!
+//! Faults: a process that cannot connect to all others within `--connect-timeout` seconds exits
+//! with code 5; a process that dies during the join makes timely's connections to it fail, and
+//! the others exit with code 5 and remove the part files they wrote.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as Process};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{RecordBatch, RecordBatchOptions};
+use arrow::datatypes::SchemaRef;
+use arrow::row::{RowConverter, Rows, SortField};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use skewjoin_operators::hash::pair_checksum;
+use skewjoin_operators::{JoinType, Side};
+use skewjoin_planner::exec::{CarriedRow, JoinJob, PairSink, RowRef, RowValue};
+use skewjoin_planner::exec_cluster::{execute_cluster, ClusterFacts, ClusterSpec, ProcessFacts};
+use skewjoin_planner::strategy::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
+
+use crate::cli::JoinArgs;
+use crate::commands::{
+    check_writable_dir, join_columns, metrics_for, parse_how, with_vprp_flags, write_atomically,
+};
+use crate::engine::{RunReport, SideData};
+use crate::error::{Error, Result};
+use crate::io::{
+    check_key_compat, extract_keys, key_kinds, output_schema, read_table_share, row_hashes,
+    take_output, FileFormat, OutputWriter, Share,
+};
+use crate::memory::broadcast_budget;
+use crate::metrics::checksum_hex;
+use crate::progress::Progress;
+
+/// The flags of `join` that make it one process of a cluster.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ClusterArgs {
+    /// Cluster mode: the number of processes (timely's -n). Each process reads only its share of
+    /// the inputs; start every process with the same arguments but --process.
+    #[arg(long, short = 'n', requires_all = ["process", "hostfile"])]
+    pub processes: Option<usize>,
+    /// Cluster mode: this process's index, 0 to N-1 (timely's -p). Process 0 writes the
+    /// metrics and the output manifest.
+    #[arg(long, requires = "processes")]
+    pub process: Option<usize>,
+    /// Cluster mode: a file with one host:port per process, in process order (timely's -h).
+    #[arg(long, requires = "processes")]
+    pub hostfile: Option<PathBuf>,
+    /// Cluster mode: seconds to wait for every process to connect before giving up (exit 5).
+    #[arg(long, default_value_t = 30)]
+    pub connect_timeout: u64,
+}
+
+impl ClusterArgs {
+    /// Whether these flags ask for more than one process.
+    pub fn is_cluster(&self) -> bool {
+        self.processes.is_some_and(|n| n > 1)
+    }
+}
+
+/// The addresses of a hostfile: one `host:port` per line, blank lines and `#` comments ignored;
+/// there must be exactly `processes` of them.
+pub fn read_hostfile(path: &Path, processes: usize) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        Error::Usage(format!(
+            "--hostfile {}: cannot read it: {error}; give a file with one host:port per process",
+            path.display()
+        ))
+    })?;
+    let mut addresses = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let port = line.rsplit_once(':').map(|(_, port)| port.parse::<u16>());
+        if !matches!(port, Some(Ok(_))) {
+            return Err(Error::Usage(format!(
+                "--hostfile {}: line {}: {line:?} is not host:port (e.g. 10.0.0.5:2101)",
+                path.display(),
+                number + 1
+            )));
+        }
+        addresses.push(line.to_string());
+    }
+    if addresses.len() != processes {
+        return Err(Error::Usage(format!(
+            "--hostfile {} lists {} addresses but --processes is {processes}; give one host:port \
+             per process",
+            path.display(),
+            addresses.len()
+        )));
+    }
+    Ok(addresses)
+}
+
+/// What one worker of a cluster run reports, gathered on process 0.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WorkerSummary {
+    /// Output rows.
+    pub rows: u64,
+    /// Their checksum.
+    pub checksum: u64,
+    /// The part file it wrote, by file name, if any.
+    pub part: Option<String>,
+    /// What went wrong writing it.
+    pub error: Option<String>,
+}
+
+/// Counts and checksums output rows, whatever travels with them.
+struct CountSink(WorkerSummary);
+
+impl<V: RowValue> PairSink<V> for CountSink {
+    type Summary = WorkerSummary;
+    #[inline]
+    fn emit(&mut self, left: Option<&V>, right: Option<&V>) {
+        self.0.rows += 1;
+        let sum = pair_checksum(left.map(RowValue::hash), right.map(RowValue::hash));
+        self.0.checksum = self.0.checksum.wrapping_add(sum);
+    }
+    fn finish(self) -> std::result::Result<WorkerSummary, String> {
+        Ok(self.0)
+    }
+}
+
+/// Output rows gathered before they are decoded and written as one batch.
+const PART_BATCH_ROWS: usize = 64 * 1024;
+
+/// The rows of one side gathered for the next batch, in Arrow's row format, back to back.
+struct RowBuffer {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    /// Per output row, the index of its row here, or `u32::MAX` for padding.
+    index: Vec<u32>,
+}
+
+impl RowBuffer {
+    fn new() -> RowBuffer {
+        RowBuffer {
+            bytes: Vec::new(),
+            ends: Vec::new(),
+            index: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, row: Option<&CarriedRow>) {
+        match row {
+            Some(row) => {
+                self.index.push(self.ends.len() as u32);
+                self.bytes.extend_from_slice(&row.bytes);
+                self.ends.push(self.bytes.len());
+            }
+            None => self.index.push(u32::MAX),
+        }
+    }
+
+    /// The gathered rows decoded into a batch of `schema`.
+    fn decode(&self, converter: &RowConverter, schema: &SchemaRef) -> Result<RecordBatch> {
+        let parser = converter.parser();
+        let mut start = 0;
+        let rows = self.ends.iter().map(|&end| {
+            let row = parser.parse(&self.bytes[start..end]);
+            start = end;
+            row
+        });
+        let columns = converter.convert_rows(rows).map_err(|error| {
+            Error::Internal(format!("decoding rows sent between processes: {error}"))
+        })?;
+        let options = RecordBatchOptions::new().with_row_count(Some(self.ends.len()));
+        RecordBatch::try_new_with_options(schema.clone(), columns, &options)
+            .map_err(|error| Error::Internal(format!("rebuilding rows: {error}")))
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+        self.index.clear();
+    }
+}
+
+/// What every part writer needs to know.
+struct PartLayout {
+    how: JoinType,
+    dir: PathBuf,
+    format: FileFormat,
+    schema: SchemaRef,
+    sides: [(SchemaRef, Vec<SortField>); 2],
+}
+
+/// One worker's sink when writing output: decodes the rows that travelled with each pair and
+/// writes them to the worker's own part file.
+struct PartSink {
+    layout: Arc<PartLayout>,
+    summary: WorkerSummary,
+    writer: Option<OutputWriter>,
+    converters: [RowConverter; 2],
+    buffers: [RowBuffer; 2],
+    progress: Option<Arc<AtomicU64>>,
+}
+
+/// Output rows a worker produces between updates of the shared progress counter.
+const PROGRESS_EVERY: u64 = 1 << 20;
+
+impl PartSink {
+    fn new(layout: Arc<PartLayout>, worker: usize, progress: Option<Arc<AtomicU64>>) -> PartSink {
+        let name = part_name(worker, layout.format);
+        let mut summary = WorkerSummary {
+            part: Some(name.clone()),
+            ..WorkerSummary::default()
+        };
+        let writer = match OutputWriter::create(
+            &layout.dir.join(&name),
+            layout.format,
+            layout.schema.clone(),
+        ) {
+            Ok(writer) => Some(writer),
+            Err(error) => {
+                summary.error = Some(error.to_string());
+                None
+            }
+        };
+        let converters = layout.sides.clone().map(|(_, fields)| {
+            RowConverter::new(fields).expect("the fields were accepted when the rows were encoded")
+        });
+        PartSink {
+            layout,
+            summary,
+            writer,
+            converters,
+            buffers: [RowBuffer::new(), RowBuffer::new()],
+            progress,
+        }
+    }
+
+    fn flush(&mut self) {
+        let Some(writer) = &mut self.writer else {
+            return;
+        };
+        if self.buffers[0].index.is_empty() {
+            return;
+        }
+        let result = (|| {
+            let left = self.buffers[0].decode(&self.converters[0], &self.layout.sides[0].0)?;
+            let right = self.buffers[1].decode(&self.converters[1], &self.layout.sides[1].0)?;
+            let batch = take_output(
+                &self.layout.schema,
+                self.layout.how,
+                &left,
+                &right,
+                &self.buffers[0].index,
+                &self.buffers[1].index,
+            )?;
+            writer.write(&batch)
+        })();
+        if let Err(error) = result {
+            self.summary.error = Some(error.to_string());
+            self.writer = None;
+        }
+        self.buffers.iter_mut().for_each(RowBuffer::clear);
+    }
+}
+
+impl PairSink<CarriedRow> for PartSink {
+    type Summary = WorkerSummary;
+
+    #[inline]
+    fn emit(&mut self, left: Option<&CarriedRow>, right: Option<&CarriedRow>) {
+        self.summary.rows += 1;
+        let sum = pair_checksum(left.map(|row| row.hash), right.map(|row| row.hash));
+        self.summary.checksum = self.summary.checksum.wrapping_add(sum);
+        if self.summary.rows.is_multiple_of(PROGRESS_EVERY) {
+            if let Some(counter) = &self.progress {
+                counter.fetch_add(PROGRESS_EVERY, Ordering::Relaxed);
+            }
+        }
+        if self.writer.is_some() {
+            self.buffers[0].push(left);
+            self.buffers[1].push(right);
+            if self.buffers[0].index.len() >= PART_BATCH_ROWS {
+                self.flush();
+            }
+        }
+    }
+
+    fn finish(mut self) -> std::result::Result<WorkerSummary, String> {
+        self.flush();
+        if let Some(writer) = self.writer.take() {
+            if let Err(error) = writer.finish() {
+                self.summary.error = Some(error.to_string());
+            }
+        }
+        Ok(self.summary)
+    }
+}
+
+/// The file name of worker `worker`'s part.
+fn part_name(worker: usize, format: FileFormat) -> String {
+    let extension = match format {
+        FileFormat::Parquet => "parquet",
+        FileFormat::ArrowIpc => "arrow",
+        FileFormat::Csv => "csv",
+    };
+    format!("part-{worker:05}.{extension}")
+}
+
+/// The manifest of a finished cluster output.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The format of every part.
+    pub format: String,
+    /// Output rows in all parts.
+    pub rows: u64,
+    /// The checksum of all parts together, as 16 hex digits.
+    pub checksum: String,
+    /// Every part, by worker.
+    pub parts: Vec<ManifestPart>,
+}
+
+/// One part of a cluster output.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ManifestPart {
+    /// The file, relative to the output directory.
+    pub file: String,
+    /// The worker that wrote it.
+    pub worker: usize,
+    /// Its rows.
+    pub rows: u64,
+    /// Their checksum, as 16 hex digits.
+    pub checksum: String,
+}
+
+/// The manifest's file name in the output directory.
+pub const MANIFEST: &str = "_manifest.json";
+
+/// Stops the process with exit code 5 unless `connected` is set within `timeout`.
+fn connect_watchdog(timeout: Duration, processes: usize, hostfile: &Path) -> Arc<AtomicBool> {
+    let connected = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&connected);
+    let hostfile = hostfile.display().to_string();
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        while !flag.load(Ordering::Acquire) {
+            if start.elapsed() >= timeout {
+                crate::interrupt::abort(
+                    Error::Cluster(String::new()).exit_code(),
+                    &format!(
+                        "the {processes} processes of the cluster did not all connect within {} s; \
+                         check that every process was started with the same --hostfile \
+                         ({hostfile}), that its addresses are reachable from here, and raise \
+                         --connect-timeout if processes start slowly",
+                        timeout.as_secs()
+                    ),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    connected
+}
+
+/// Timely prints its connection attempts on standard output, where scripts read our `rows` and
+/// `checksum` lines; while the cluster forms, standard output goes to standard error instead.
+struct StdoutAside {
+    saved: std::sync::Mutex<Option<i32>>,
+}
+
+impl StdoutAside {
+    fn new() -> StdoutAside {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        // SAFETY: dup and dup2 on the process's own standard descriptors; on failure (-1)
+        // nothing is redirected and nothing is restored.
+        let saved = unsafe {
+            let saved = libc::dup(1);
+            (saved >= 0 && libc::dup2(2, 1) >= 0).then_some(saved)
+        };
+        StdoutAside {
+            saved: std::sync::Mutex::new(saved),
+        }
+    }
+
+    /// Puts standard output back; later calls do nothing.
+    fn restore(&self) {
+        let saved = self.saved.lock().map(|mut saved| saved.take());
+        if let Ok(Some(saved)) = saved {
+            // SAFETY: `saved` is the descriptor dup returned above, restored and closed once.
+            unsafe {
+                libc::dup2(saved, 1);
+                libc::close(saved);
+            }
+        }
+    }
+}
+
+/// A hash of the arguments that every process must share, and of the schemas each read.
+fn fingerprint(
+    args: &JoinArgs,
+    threads: usize,
+    partitions: usize,
+    left: &SideData,
+    right: &SideData,
+) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    (
+        &args.run.how,
+        &args.strategy,
+        &args.on,
+        &args.left_on,
+        &args.right_on,
+        threads,
+        partitions,
+        args.output.is_some(),
+        &args.output_format,
+        (
+            args.hot_per_mille,
+            args.broadcast_per_mille,
+            args.leaf,
+            args.fanout,
+        ),
+        format!("{:?}", args.statistics),
+    )
+        .hash(&mut hasher);
+    (
+        args.run.virtual_per_partition,
+        args.run.sample_fraction.to_bits(),
+        args.broadcast_limit,
+    )
+        .hash(&mut hasher);
+    format!("{:?}{:?}", left.batch.schema(), right.batch.schema()).hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The strategy for the cluster-wide facts: `auto` as on one process, except that without every
+/// key on one process it cannot look for skew before the join; where it would shuffle, it runs
+/// AM-Join, which counts keys first and shuffles every key when none is hot.
+fn cluster_choice(
+    strategy: Strategy,
+    how: JoinType,
+    facts: &ClusterFacts,
+    workers: usize,
+    args: &JoinArgs,
+) -> std::result::Result<Choice, String> {
+    let inputs = PlanInputs {
+        how,
+        left_rows: facts.left_rows,
+        right_rows: facts.right_rows,
+        workers,
+        broadcast_limit: facts.broadcast_limit,
+    };
+    let mut choice = choose(strategy, &inputs)?;
+    if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
+        choice = choose(Strategy::Am, &inputs)?;
+        choice.reason = "in a cluster no process sees every key before the join, so AM-Join \
+                         counts them first: it splits the keys that are hot and shuffles the rest"
+            .into();
+    }
+    let mut choice = with_vprp_flags(choice, &args.run).map_err(|error| error.to_string())?;
+    choice.resolved = choice.resolved.tuned(&Tuning {
+        hot_per_mille: args.hot_per_mille,
+        broadcast_per_mille: args.broadcast_per_mille,
+        leaf: args.leaf,
+        fanout: args.fanout,
+        statistics: args.statistics,
+    });
+    Ok(choice)
+}
+
+/// `skewjoin join` as one process of a cluster.
+pub fn join(args: JoinArgs) -> Result<()> {
+    let cluster = &args.cluster;
+    let processes = cluster.processes.unwrap_or(1);
+    let process = cluster.process.unwrap_or(0);
+    let hostfile = cluster
+        .hostfile
+        .clone()
+        .ok_or_else(|| Error::Usage("--processes needs --hostfile".into()))?;
+    if process >= processes {
+        return Err(Error::Usage(format!(
+            "--process {process} is out of range for --processes {processes}; use 0 to {}",
+            processes - 1
+        )));
+    }
+    let addresses = read_hostfile(&hostfile, processes)?;
+    let mut progress = Progress::new(args.quiet);
+    let how = parse_how(&args.run.how)?;
+    let strategy: Strategy = args
+        .strategy
+        .parse()
+        .map_err(|e| Error::Usage(format!("--strategy: {e}")))?;
+    let threads = match args.run.workers {
+        Some(0) => return Err(Error::Usage("--workers must be at least 1".into())),
+        Some(w) => w,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let total_workers = threads * processes;
+    let partitions = args.run.partitions.unwrap_or(total_workers);
+    let spec = ClusterSpec {
+        threads,
+        process,
+        addresses,
+    };
+    spec.check(partitions)
+        .map_err(|message| Error::Usage(format!("--partitions: {message}")))?;
+    let (left_on, right_on) = join_columns(&args)?;
+    let explicit = args.format.as_deref().map(FileFormat::parse).transpose()?;
+    let left_format = FileFormat::detect(&args.left, explicit)?;
+    let right_format = FileFormat::detect(&args.right, explicit)?;
+    let output = match &args.output {
+        Some(dir) => {
+            let explicit = args
+                .output_format
+                .as_deref()
+                .map(FileFormat::parse)
+                .transpose()?;
+            let format = FileFormat::detect(dir, explicit).map_err(|_| {
+                Error::Usage(format!(
+                    "--output {}: in cluster mode the output is a directory of part files; name \
+                     it with the format's extension (e.g. out.parquet) or give --output-format",
+                    dir.display()
+                ))
+            })?;
+            check_writable_dir(dir, "--output")?;
+            if dir.exists() && !dir.is_dir() {
+                return Err(Error::Usage(format!(
+                    "--output {} is a file; in cluster mode the output is a directory of part \
+                     files, so give a new path",
+                    dir.display()
+                )));
+            }
+            Some((dir.clone(), format))
+        }
+        None => None,
+    };
+    if let Some(path) = &args.metrics {
+        check_writable_dir(path, "--metrics")?;
+    }
+
+    let share = Share {
+        index: process,
+        count: processes,
+    };
+    let read_start = Instant::now();
+    progress.say(&format!(
+        "process {process} of {processes}: reading its share of {} and {}",
+        args.left.display(),
+        args.right.display()
+    ));
+    let left = load_side_share(&args.left, left_format, &left_on, share)?;
+    let right = load_side_share(&args.right, right_format, &right_on, share)?;
+    check_key_compat(
+        (&args.left, left.batch.schema().as_ref(), &left_on),
+        (&args.right, right.batch.schema().as_ref(), &right_on),
+    )?;
+    let read_seconds = read_start.elapsed().as_secs_f64();
+    progress.say(&format!(
+        "process {process}: read {} and {} rows in {read_seconds:.2}s; connecting to {} other \
+         process(es)",
+        left.keys.len(),
+        right.keys.len(),
+        processes - 1
+    ));
+
+    let facts = ProcessFacts {
+        left_rows: left.keys.len() as u64,
+        right_rows: right.keys.len() as u64,
+        broadcast_limit: broadcast_budget(args.broadcast_limit, threads).rows,
+        fingerprint: fingerprint(&args, threads, partitions, &left, &right),
+    };
+    let job = JoinJob {
+        left: Arc::clone(&left.keys),
+        right: Arc::clone(&right.keys),
+        left_hashes: Arc::clone(&left.hashes),
+        right_hashes: Arc::clone(&right.hashes),
+        how,
+        resolved: Resolved::Shuffle,
+        partitions,
+        workers: threads,
+    };
+    let args = Arc::new(args);
+    let decide_args = Arc::clone(&args);
+    let decide = move |facts: &ClusterFacts| {
+        cluster_choice(strategy, how, facts, total_workers, &decide_args).map(|c| c.resolved)
+    };
+    let connected = connect_watchdog(
+        Duration::from_secs(args.cluster.connect_timeout),
+        processes,
+        &hostfile,
+    );
+    let stdout = StdoutAside::new();
+    let on_start = move || {
+        connected.store(true, Ordering::Release);
+        stdout.restore();
+    };
+    quiet_peer_failures();
+    let counter = progress.output_counter();
+    progress.watch(&counter);
+
+    let first_worker = process * threads;
+    let own_parts: Vec<PathBuf> = match &output {
+        Some((dir, format)) => (first_worker..first_worker + threads)
+            .map(|worker| dir.join(part_name(worker, *format)))
+            .collect(),
+        None => Vec::new(),
+    };
+    let result = match &output {
+        None => execute_cluster(
+            job,
+            &spec,
+            facts,
+            decide,
+            |_, row, hash| -> RowRef { (row, hash) },
+            |_| CountSink(WorkerSummary::default()),
+            on_start,
+        ),
+        Some((dir, format)) => {
+            std::fs::create_dir_all(dir).map_err(|error| {
+                Error::Io(format!(
+                    "--output {}: cannot create the directory: {error}",
+                    dir.display()
+                ))
+            })?;
+            if process == 0 {
+                // A manifest from an earlier run must not vouch for this one's parts.
+                let _ = std::fs::remove_file(dir.join(MANIFEST));
+            }
+            let schema = output_schema(
+                left.batch.schema().as_ref(),
+                right.batch.schema().as_ref(),
+                how,
+            );
+            let (left_fields, left_rows) = encode_rows(&left)?;
+            let (right_fields, right_rows) = encode_rows(&right)?;
+            let layout = Arc::new(PartLayout {
+                how,
+                dir: dir.clone(),
+                format: *format,
+                schema,
+                sides: [
+                    (left.batch.schema(), left_fields),
+                    (right.batch.schema(), right_fields),
+                ],
+            });
+            let rows = Arc::new([left_rows, right_rows]);
+            let counter = counter.clone();
+            execute_cluster(
+                job,
+                &spec,
+                facts,
+                decide,
+                move |side, row, hash| CarriedRow {
+                    row,
+                    hash,
+                    bytes: rows[side_index(side)].row(row as usize).as_ref().to_vec(),
+                },
+                move |worker| PartSink::new(Arc::clone(&layout), worker, counter.clone()),
+                on_start,
+            )
+        }
+    };
+    let remove_parts = || {
+        for part in &own_parts {
+            let _ = std::fs::remove_file(part);
+        }
+    };
+    let output_run = match result {
+        Ok(output) => output,
+        Err(message) => {
+            remove_parts();
+            return Err(Error::Cluster(format!(
+                "process {process}: the cluster run failed: {}; every process stops: check the \
+                 other processes' messages and start them all again",
+                message.trim()
+            )));
+        }
+    };
+    progress.finish();
+    if let Some(error) = output_run
+        .summaries
+        .iter()
+        .find_map(|(_, s)| s.error.clone())
+    {
+        remove_parts();
+        return Err(Error::Io(error));
+    }
+    let rows: u64 = output_run.summaries.iter().map(|(_, s)| s.rows).sum();
+    let checksum = output_run
+        .summaries
+        .iter()
+        .fold(0u64, |sum, (_, s)| sum.wrapping_add(s.checksum));
+    if !output_run.whole_cluster {
+        if !args.quiet {
+            eprintln!(
+                "skewjoin: process {process} of {processes}: done; its workers produced {rows} \
+                 rows; process 0 reports the whole cluster"
+            );
+        }
+        return Ok(());
+    }
+    let choice = cluster_choice(strategy, how, &output_run.facts, total_workers, &args)
+        .map_err(Error::Usage)?;
+    if let Some((dir, format)) = &output {
+        let manifest = Manifest {
+            format: format.to_string(),
+            rows,
+            checksum: checksum_hex(checksum),
+            parts: output_run
+                .summaries
+                .iter()
+                .filter_map(|(worker, s)| {
+                    Some(ManifestPart {
+                        file: s.part.clone()?,
+                        worker: *worker,
+                        rows: s.rows,
+                        checksum: checksum_hex(s.checksum),
+                    })
+                })
+                .collect(),
+        };
+        let text = serde_json::to_string_pretty(&manifest)
+            .map_err(|e| Error::Internal(format!("cannot encode the manifest: {e}")))?;
+        write_atomically(&dir.join(MANIFEST), &(text + "\n"))?;
+    }
+    let report = RunReport {
+        output_rows: rows,
+        checksum,
+        loads: output_run.loads,
+        elapsed: output_run.elapsed,
+        strategy_report: output_run.report,
+    };
+    let mut metrics = metrics_for(
+        &choice,
+        how,
+        total_workers,
+        partitions,
+        (output_run.facts.left_rows, output_run.facts.right_rows),
+        read_seconds,
+        &report,
+    );
+    metrics.processes = Some(processes);
+    if let Some(path) = &args.metrics {
+        let text = serde_json::to_string_pretty(&metrics)
+            .map_err(|e| Error::Internal(format!("cannot encode metrics: {e}")))?;
+        write_atomically(path, &(text + "\n"))?;
+    }
+    if !args.quiet {
+        if args.output.is_none() {
+            println!("rows\t{rows}");
+            println!("checksum\t{}", checksum_hex(checksum));
+        }
+        eprintln!("{}", metrics.summary());
+    }
+    Ok(())
+}
+
+/// Reads this process's share of one side.
+fn load_side_share(
+    path: &Path,
+    format: FileFormat,
+    columns: &[String],
+    share: Share,
+) -> Result<SideData> {
+    let batch = read_table_share(path, format, share)?;
+    key_kinds(batch.schema().as_ref(), columns, path)?;
+    let keys = extract_keys(&batch, columns, path)?;
+    let hashes = row_hashes(&batch);
+    Ok(SideData {
+        name: path.display().to_string(),
+        keys: keys.into(),
+        hashes: hashes.into(),
+        batch,
+    })
+}
+
+fn side_index(side: Side) -> usize {
+    match side {
+        Side::Left => 0,
+        Side::Right => 1,
+    }
+}
+
+/// Every row of a side in Arrow's row format, to travel with the row between processes.
+fn encode_rows(side: &SideData) -> Result<(Vec<SortField>, Rows)> {
+    let fields: Vec<SortField> = side
+        .batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|field| SortField::new(field.data_type().clone()))
+        .collect();
+    let unsupported = |error| {
+        Error::Input(format!(
+            "{}: a column cannot be sent between processes ({error}); write the output with one \
+             process, or leave out --output",
+            side.name
+        ))
+    };
+    let converter = RowConverter::new(fields.clone()).map_err(unsupported)?;
+    let rows = converter
+        .convert_columns(side.batch.columns())
+        .map_err(unsupported)?;
+    Ok((fields, rows))
+}
+
+/// Timely's network threads panic when a peer goes away, and the workers after them; the run
+/// reports that as one cluster error, so those panics print nothing. Every other panic prints
+/// as usual.
+fn quiet_peer_failures() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        let peer_failure = message.contains("timely communication error")
+            || message.contains("poison")
+            || message.contains("MergeQueue");
+        if !peer_failure {
+            default(info);
+        }
+    }));
+}
+
+/// `skewjoin cluster`: the flags of the launcher.
+#[derive(Debug, Args)]
+pub struct LaunchArgs {
+    /// How many processes to start on this machine.
+    #[arg(long, short = 'n')]
+    pub processes: usize,
+    /// The command each process runs, after `--`: `join LEFT RIGHT --on KEY ...` (--processes,
+    /// --process and --hostfile are added).
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// `skewjoin cluster --processes N -- join ...`: starts N processes on free loopback ports,
+/// waits for them, and exits with the first failure's code (stopping the others) or 0.
+pub fn launch(args: LaunchArgs) -> Result<()> {
+    if args.processes == 0 {
+        return Err(Error::Usage("--processes must be at least 1".into()));
+    }
+    if args.command.first().map(String::as_str) != Some("join") {
+        return Err(Error::Usage(
+            "skewjoin cluster runs a join: `skewjoin cluster --processes 2 -- join LEFT RIGHT --on KEY`"
+                .into(),
+        ));
+    }
+    for flag in ["--processes", "-n", "--process", "--hostfile"] {
+        if args
+            .command
+            .iter()
+            .any(|arg| arg == flag || arg.starts_with(&format!("{flag}=")))
+        {
+            return Err(Error::Usage(format!(
+                "leave {flag} out of the join arguments: skewjoin cluster sets it for each process"
+            )));
+        }
+    }
+    let dir = tempfile::TempDir::new()
+        .map_err(|error| Error::Io(format!("cannot create a temporary directory: {error}")))?;
+    let hostfile = dir.path().join("hostfile");
+    // Ports free now; the processes bind them a moment later.
+    let listeners: Vec<TcpListener> = (0..args.processes)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<_>>()
+        .map_err(|error| Error::Io(format!("cannot find a free loopback port: {error}")))?;
+    let addresses: Vec<String> = listeners
+        .iter()
+        .map(|listener| listener.local_addr().map(|a| a.to_string()))
+        .collect::<std::io::Result<_>>()
+        .map_err(|error| Error::Io(format!("cannot find a free loopback port: {error}")))?;
+    drop(listeners);
+    std::fs::write(&hostfile, addresses.join("\n") + "\n")
+        .map_err(|error| Error::Io(format!("{}: cannot write: {error}", hostfile.display())))?;
+    let exe = std::env::current_exe()
+        .map_err(|error| Error::Io(format!("cannot find the skewjoin executable: {error}")))?;
+    let mut children: Vec<Option<Child>> = Vec::new();
+    for process in 0..args.processes {
+        let child = Process::new(&exe)
+            .args(&args.command)
+            .arg("--processes")
+            .arg(args.processes.to_string())
+            .arg("--process")
+            .arg(process.to_string())
+            .arg("--hostfile")
+            .arg(&hostfile)
+            .spawn()
+            .map_err(|error| Error::Io(format!("cannot start process {process}: {error}")))?;
+        children.push(Some(child));
+    }
+    let mut failure: Option<(usize, i32)> = None;
+    while children.iter().any(Option::is_some) {
+        for (process, slot) in children.iter_mut().enumerate() {
+            let Some(child) = slot else { continue };
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    *slot = None;
+                    if !status.success() && failure.is_none() {
+                        failure = Some((process, status.code().unwrap_or(1)));
+                    }
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    return Err(Error::Io(format!(
+                        "cannot wait for process {process}: {error}"
+                    )))
+                }
+            }
+        }
+        if failure.is_some() {
+            // The others would wait for the failed one until their own timeouts; stop them now,
+            // with SIGTERM so they remove their unfinished files.
+            for child in children.iter_mut().flatten() {
+                let _ = Process::new("kill")
+                    .arg("-TERM")
+                    .arg(child.id().to_string())
+                    .status();
+            }
+            for child in children.iter_mut().flatten() {
+                let _ = child.wait();
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    match failure {
+        None => Ok(()),
+        Some((process, code)) => {
+            eprintln!(
+                "skewjoin cluster: process {process} failed (exit code {code}); stopped the others"
+            );
+            std::process::exit(code)
+        }
+    }
+}
