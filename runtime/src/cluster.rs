@@ -378,20 +378,30 @@ fn connect_watchdog(timeout: Duration, processes: usize, hostfile: &Path) -> Arc
 }
 
 /// Timely prints its connection attempts on standard output, where scripts read our `rows` and
-/// `checksum` lines; while the cluster forms, standard output goes to standard error instead.
+/// `checksum` lines; while the cluster forms, standard output goes to standard error instead (to
+/// nowhere with `--quiet`).
 struct StdoutAside {
     saved: std::sync::Mutex<Option<i32>>,
 }
 
 impl StdoutAside {
-    fn new() -> StdoutAside {
+    fn new(quiet: bool) -> StdoutAside {
         use std::io::Write;
         let _ = std::io::stdout().flush();
-        // SAFETY: dup and dup2 on the process's own standard descriptors; on failure (-1)
-        // nothing is redirected and nothing is restored.
+        // SAFETY: dup, dup2 and open on the process's own descriptors and a C string literal;
+        // on failure (-1) nothing is redirected and nothing is restored.
         let saved = unsafe {
+            let target = if quiet {
+                libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY)
+            } else {
+                2
+            };
             let saved = libc::dup(1);
-            (saved >= 0 && libc::dup2(2, 1) >= 0).then_some(saved)
+            let redirected = target >= 0 && saved >= 0 && libc::dup2(target, 1) >= 0;
+            if quiet && target >= 0 {
+                libc::close(target);
+            }
+            redirected.then_some(saved)
         };
         StdoutAside {
             saved: std::sync::Mutex::new(saved),
@@ -605,12 +615,12 @@ pub fn join(args: JoinArgs) -> Result<()> {
         processes,
         &hostfile,
     );
-    let stdout = StdoutAside::new();
+    let stdout = StdoutAside::new(args.quiet);
     let on_start = move || {
         connected.store(true, Ordering::Release);
         stdout.restore();
     };
-    quiet_peer_failures();
+    stop_on_peer_failure(process);
     let counter = progress.output_counter();
     progress.watch(&counter);
 
@@ -621,6 +631,12 @@ pub fn join(args: JoinArgs) -> Result<()> {
             .collect(),
         None => Vec::new(),
     };
+    // Finished parts are removed too if the run is interrupted or a peer fails: without every
+    // part the output is not complete.
+    let _registered: Vec<_> = own_parts
+        .iter()
+        .map(|part| crate::interrupt::Registered::new(part))
+        .collect();
     let result = match &output {
         None => execute_cluster(
             job,
@@ -820,10 +836,12 @@ fn encode_rows(side: &SideData) -> Result<(Vec<SortField>, Rows)> {
     Ok((fields, rows))
 }
 
-/// Timely's network threads panic when a peer goes away, and the workers after them; the run
-/// reports that as one cluster error, so those panics print nothing. Every other panic prints
-/// as usual.
-fn quiet_peer_failures() {
+/// Timely's network threads panic when a peer goes away ("timely communication error"), and the
+/// workers after them. A worker busy in a long operator would notice only when it next looks at
+/// the network, so the first such panic stops this process at once, removing every file of this
+/// run it wrote (exit code 5). The workers' own panics after it print nothing; every other panic
+/// prints as usual.
+fn stop_on_peer_failure(process: usize) {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let message = info
@@ -832,10 +850,17 @@ fn quiet_peer_failures() {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
-        let peer_failure = message.contains("timely communication error")
-            || message.contains("poison")
-            || message.contains("MergeQueue");
-        if !peer_failure {
+        if message.contains("timely communication error") {
+            crate::interrupt::abort(
+                Error::Cluster(String::new()).exit_code(),
+                &format!(
+                    "process {process}: lost the connection to another process of the cluster \
+                     ({message}); it stopped or crashed, see its messages. This process stops \
+                     too and removed the files it wrote; start every process again"
+                ),
+            );
+        }
+        if !(message.contains("MergeQueue") || message.contains("poison")) {
             default(info);
         }
     }));

@@ -1,0 +1,475 @@
+//! End-to-end tests of cluster mode: processes of the `skewjoin` binary connected over loopback
+//! give exactly the output of a one-process run; a process that dies or never connects makes the
+//! others exit with code 5 in bounded time and leaves no output that looks complete; processes
+//! started with different arguments refuse to run; bad cluster arguments are usage errors.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde_json::Value;
+use tempfile::TempDir;
+
+fn skewjoin(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_skewjoin"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the skewjoin binary runs")
+}
+
+fn spawn(dir: &Path, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_skewjoin"))
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the skewjoin binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Asserts success and returns the `rows` and `checksum` lines of stdout.
+fn rows_and_checksum(output: &Output, what: &str) -> (String, String) {
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{what} failed\nstdout:\n{stdout}\nstderr:\n{}",
+        text(&output.stderr)
+    );
+    let field = |name: &str| {
+        let found: Vec<&str> = stdout
+            .lines()
+            .filter_map(|line| line.strip_prefix(&format!("{name}\t")))
+            .collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "{what}: one {name} line expected in\n{stdout}"
+        );
+        found[0].to_string()
+    };
+    (field("rows"), field("checksum"))
+}
+
+/// A hostfile of `n` loopback addresses with ports free a moment ago, in `dir`.
+fn hostfile(dir: &Path, n: usize) -> String {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let lines: Vec<String> = listeners
+        .iter()
+        .map(|listener| listener.local_addr().unwrap().to_string())
+        .collect();
+    std::fs::write(dir.join("hosts"), lines.join("\n") + "\n").unwrap();
+    "hosts".to_string()
+}
+
+fn gen(dir: &Path, out: &str, args: &[&str]) {
+    let mut all = vec!["gen", "--out", out];
+    all.extend_from_slice(args);
+    let output = skewjoin(dir, &all);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+}
+
+/// Every row of a set of Parquet files as text, sorted: equal exactly when the multisets are.
+fn sorted_rows(paths: &[std::path::PathBuf]) -> Vec<Vec<Option<String>>> {
+    let mut rows = Vec::new();
+    for path in paths {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch: RecordBatch = batch.unwrap();
+            let columns: Vec<ArrayRef> = batch
+                .columns()
+                .iter()
+                .map(|column| cast(column, &DataType::Utf8).unwrap())
+                .collect();
+            for row in 0..batch.num_rows() {
+                rows.push(
+                    columns
+                        .iter()
+                        .map(|column| {
+                            let column = column.as_string::<i32>();
+                            column.is_valid(row).then(|| column.value(row).to_string())
+                        })
+                        .collect(),
+                );
+            }
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// Two processes of one worker give the rows and checksum of one process of two workers, for a
+/// strategy of each kind, on Parquet (several row groups) and CSV inputs; the metrics of process
+/// 0 describe every partition of the cluster.
+#[test]
+fn two_processes_give_the_output_of_one() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path();
+    // 150,000 rows: three row groups per file, so both processes read some.
+    let data = [
+        "--rows", "150000", "--keys", "20000", "--skew", "1.0", "--noise", "0.1",
+    ];
+    gen(path, "pq", &data);
+    let mut csv_data = data.to_vec();
+    csv_data.extend(["--format", "csv"]);
+    gen(path, "csv", &csv_data);
+    let runs = [
+        ("pq", "shuffle", "full"),
+        ("pq", "ib", "full"),
+        ("pq", "am", "inner"),
+        ("pq", "vprp", "left"),
+        ("pq", "tree", "right-anti"),
+        ("pq", "auto", "full"),
+        ("csv", "am", "full"),
+    ];
+    for (data, strategy, how) in runs {
+        let extension = if data == "pq" { "parquet" } else { "csv" };
+        let left = format!("{data}/left.{extension}");
+        let right = format!("{data}/right.{extension}");
+        let join = [
+            "join",
+            &left,
+            &right,
+            "--on",
+            "key",
+            "--how",
+            how,
+            "--strategy",
+            strategy,
+            "--partitions",
+            "6",
+        ];
+        let what = format!("{strategy} {how} on {data}");
+        let mut one = join.to_vec();
+        one.extend(["--workers", "2"]);
+        let expected = rows_and_checksum(&skewjoin(path, &one), &what);
+
+        let mut cluster = vec!["cluster", "--processes", "2", "--"];
+        cluster.extend(join);
+        cluster.extend(["--workers", "1", "--metrics", "m.json"]);
+        let got = rows_and_checksum(&skewjoin(path, &cluster), &format!("{what}, 2 processes"));
+        assert_eq!(got, expected, "{what}");
+
+        let metrics: Value =
+            serde_json::from_str(&std::fs::read_to_string(path.join("m.json")).unwrap()).unwrap();
+        assert_eq!(metrics["processes"], 2, "{what}");
+        assert_eq!(metrics["workers"], 2, "{what}");
+        assert_eq!(metrics["left_rows"], 150000, "{what}");
+        let partitions = metrics["per_partition"].as_array().unwrap();
+        assert_eq!(partitions.len(), 6, "{what}");
+        let output: u64 = partitions
+            .iter()
+            .map(|p| p["output_rows"].as_u64().unwrap())
+            .sum();
+        assert_eq!(output.to_string(), expected.0, "{what}");
+        if strategy == "auto" {
+            // Without every key in one process, auto counts keys with AM-Join.
+            assert_eq!(metrics["strategy"], "am", "{what}");
+        }
+    }
+}
+
+/// A cluster writes one part per worker and a manifest; the parts hold exactly the rows of a
+/// one-process output file, and the manifest's counts add up.
+#[test]
+fn a_cluster_output_is_the_rows_of_a_one_process_output() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path();
+    gen(
+        path,
+        "d",
+        &[
+            "--rows", "100000", "--keys", "60000", "--skew", "0.5", "--noise", "0.2",
+        ],
+    );
+    let join = [
+        "join",
+        "d/left.parquet",
+        "d/right.parquet",
+        "--on",
+        "key",
+        "--how",
+        "full",
+        "--strategy",
+        "am",
+    ];
+    let mut one = join.to_vec();
+    one.extend(["--workers", "2", "-o", "one.parquet"]);
+    let output = skewjoin(path, &one);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let mut cluster = vec!["cluster", "--processes", "2", "--"];
+    cluster.extend(join);
+    cluster.extend(["--workers", "2", "-o", "out.parquet"]);
+    let output = skewjoin(path, &cluster);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(path.join("out.parquet/_manifest.json")).unwrap(),
+    )
+    .unwrap();
+    let parts = manifest["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 4, "one part per worker: {manifest}");
+    let part_rows: u64 = parts.iter().map(|p| p["rows"].as_u64().unwrap()).sum();
+    assert_eq!(manifest["rows"].as_u64().unwrap(), part_rows);
+    let files: Vec<_> = parts
+        .iter()
+        .map(|p| path.join("out.parquet").join(p["file"].as_str().unwrap()))
+        .collect();
+    let got = sorted_rows(&files);
+    let expected = sorted_rows(&[path.join("one.parquet")]);
+    assert_eq!(got.len() as u64, part_rows);
+    assert!(expected.len() > 100_000, "{}", expected.len());
+    assert!(
+        got == expected,
+        "the parts differ from the one-process output"
+    );
+}
+
+/// Killing one process mid-join makes the other exit with code 5 within seconds, and it leaves
+/// neither a manifest nor a finished part of its own.
+#[test]
+fn a_dead_process_stops_the_others() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path();
+    // 50 keys of 4,000 rows a side: 800 million output rows, minutes of CSV writing.
+    gen(
+        path,
+        "d",
+        &["--rows", "200000", "--keys", "50", "--skew", "0"],
+    );
+    let hosts = hostfile(path, 2);
+    let args = |process: &'static str| {
+        vec![
+            "join",
+            "d/left.parquet",
+            "d/right.parquet",
+            "--on",
+            "key",
+            "--strategy",
+            "shuffle",
+            "--workers",
+            "1",
+            "-o",
+            "out.csv",
+            "--processes",
+            "2",
+            "--process",
+            process,
+            "--hostfile",
+            &hosts,
+        ]
+        .into_iter()
+        .map(str::to_string)
+        .collect::<Vec<_>>()
+    };
+    let first_args = args("0");
+    let second_args = args("1");
+    let first_args: Vec<&str> = first_args.iter().map(String::as_str).collect();
+    let second_args: Vec<&str> = second_args.iter().map(String::as_str).collect();
+    let mut first = spawn(path, &first_args);
+    let mut second = spawn(path, &second_args);
+    // Wait until both are writing their parts.
+    let start = Instant::now();
+    let writing = || {
+        std::fs::read_dir(path.join("out.csv"))
+            .map(|entries| {
+                entries
+                    .filter(|e| {
+                        let name = e.as_ref().unwrap().file_name();
+                        name.to_string_lossy().ends_with(".tmp")
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+            == 2
+    };
+    while !writing() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the processes never started writing"
+        );
+        assert!(first.try_wait().unwrap().is_none(), "process 0 ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let killed = Instant::now();
+    let status = loop {
+        if let Some(status) = first.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "process 0 still runs 20 s after process 1 died"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let output = first.wait_with_output().unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("lost the connection"), "{stderr}");
+    let left: Vec<String> = std::fs::read_dir(path.join("out.csv"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    // Process 1 was killed outright and could not remove its temporary file; nothing else stays.
+    assert!(
+        left.iter()
+            .all(|name| name.starts_with(".part-00001") && name.ends_with(".tmp")),
+        "{left:?}"
+    );
+}
+
+/// A process whose peers never come exits with code 5 after --connect-timeout.
+#[test]
+fn a_missing_process_times_out() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path();
+    gen(path, "d", &["--rows", "1000", "--keys", "100"]);
+    let hosts = hostfile(path, 2);
+    let start = Instant::now();
+    let output = skewjoin(
+        path,
+        &[
+            "join",
+            "d/left.parquet",
+            "d/right.parquet",
+            "--on",
+            "key",
+            "--workers",
+            "1",
+            "--processes",
+            "2",
+            "--process",
+            "0",
+            "--hostfile",
+            &hosts,
+            "--connect-timeout",
+            "1",
+        ],
+    );
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(5), "{stderr}");
+    assert!(
+        stderr.contains("did not all connect within 1 s"),
+        "{stderr}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(30));
+}
+
+/// Processes started with different arguments (here, join types) both refuse to run.
+#[test]
+fn processes_with_different_arguments_refuse_to_run() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path();
+    gen(path, "d", &["--rows", "1000", "--keys", "100"]);
+    let hosts = hostfile(path, 2);
+    let children: Vec<Child> = [("0", "inner"), ("1", "full")]
+        .into_iter()
+        .map(|(process, how)| {
+            spawn(
+                path,
+                &[
+                    "join",
+                    "d/left.parquet",
+                    "d/right.parquet",
+                    "--on",
+                    "key",
+                    "--workers",
+                    "1",
+                    "--how",
+                    how,
+                    "--processes",
+                    "2",
+                    "--process",
+                    process,
+                    "--hostfile",
+                    &hosts,
+                ],
+            )
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(5), "{stderr}");
+        assert!(stderr.contains("different join arguments"), "{stderr}");
+    }
+}
+
+#[test]
+fn bad_cluster_arguments_are_usage_errors() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path();
+    gen(path, "d", &["--rows", "1000", "--keys", "100"]);
+    let hosts = hostfile(path, 2);
+    let cases: BTreeMap<&str, (Vec<&str>, &str)> = BTreeMap::from([
+        (
+            "hostfile of 2 for 3 processes",
+            (
+                vec!["--processes", "3", "--process", "0", "--hostfile", &hosts],
+                "lists 2 addresses",
+            ),
+        ),
+        (
+            "process out of range",
+            (
+                vec!["--processes", "2", "--process", "2", "--hostfile", &hosts],
+                "out of range",
+            ),
+        ),
+        (
+            "fewer partitions than workers",
+            (
+                vec![
+                    "--processes",
+                    "2",
+                    "--process",
+                    "0",
+                    "--hostfile",
+                    &hosts,
+                    "-p",
+                    "1",
+                ],
+                "at least 2 partitions",
+            ),
+        ),
+    ]);
+    for (what, (extra, needle)) in cases {
+        let mut args = vec![
+            "join",
+            "d/left.parquet",
+            "d/right.parquet",
+            "--on",
+            "key",
+            "-w",
+            "1",
+        ];
+        args.extend(extra);
+        let output = skewjoin(path, &args);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{what}: {stderr}");
+        assert!(stderr.contains(needle), "{what}: {stderr}");
+    }
+    let output = skewjoin(
+        path,
+        &["cluster", "--processes", "2", "--", "gen", "--out", "x"],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+}
