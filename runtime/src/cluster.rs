@@ -453,6 +453,7 @@ fn fingerprint(
         args.run.virtual_per_partition,
         args.run.sample_fraction.to_bits(),
         args.broadcast_limit,
+        args.memory_limit,
     )
         .hash(&mut hasher);
     format!("{:?}{:?}", left.batch.schema(), right.batch.schema()).hash(&mut hasher);
@@ -592,7 +593,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
     let facts = ProcessFacts {
         left_rows: left.keys.len() as u64,
         right_rows: right.keys.len() as u64,
-        broadcast_limit: broadcast_budget(args.broadcast_limit, threads).rows,
+        broadcast_limit: broadcast_budget(args.broadcast_limit, args.memory_limit, threads).rows,
         fingerprint: fingerprint(&args, threads, partitions, &left, &right),
     };
     let job = JoinJob {

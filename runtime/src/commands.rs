@@ -230,7 +230,7 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
     ));
 
     let rows = (left.keys.len() as u64, right.keys.len() as u64);
-    let budget = broadcast_budget(args.broadcast_limit, workers);
+    let budget = broadcast_budget(args.broadcast_limit, args.memory_limit, workers);
     let mut choice = choose(
         strategy,
         &PlanInputs {

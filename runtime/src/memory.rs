@@ -20,14 +20,21 @@ pub struct BroadcastBudget {
     pub source: String,
 }
 
-/// The budget for `workers` workers: `--broadcast-limit` when given, otherwise derived from the
-/// available memory.
-pub fn broadcast_budget(flag: Option<u64>, workers: usize) -> BroadcastBudget {
+/// The budget for `workers` workers: `--broadcast-limit` when given, otherwise derived from
+/// `--memory-limit` when given, otherwise from the available memory.
+pub fn broadcast_budget(
+    flag: Option<u64>,
+    memory_limit: Option<u64>,
+    workers: usize,
+) -> BroadcastBudget {
     if let Some(rows) = flag {
         return BroadcastBudget {
             rows,
             source: "--broadcast-limit".into(),
         };
+    }
+    if let Some(bytes) = memory_limit {
+        return budget_for(bytes, "given by --memory-limit", workers);
     }
     let (bytes, measured) = match available_bytes() {
         Some(bytes) => (bytes, "available"),
@@ -48,6 +55,37 @@ fn budget_for(bytes: u64, measured: &str, workers: usize) -> BroadcastBudget {
             skewjoin_planner::strategy::INDEXED_ROW_BYTES
         ),
     }
+}
+
+/// A memory size: bytes, or a number with a binary suffix `K`, `M`, `G` or `T` (`KiB`, `MB`...
+/// are read alike, as powers of 1024), e.g. `512M`, `8G`, `1.5G`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let upper = trimmed.to_ascii_uppercase();
+    let digits_end = upper
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(upper.len());
+    let (number, unit) = upper.split_at(digits_end);
+    let shift = match unit.trim().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a size; write e.g. 8G, 512M or 1073741824"
+            ))
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size; write e.g. 8G, 512M or 1073741824"))?;
+    let bytes = value * (1u64 << shift) as f64;
+    if !(1.0..=u64::MAX as f64).contains(&bytes) {
+        return Err(format!("{text:?} is not a usable memory size"));
+    }
+    Ok(bytes as u64)
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes; `None` where it cannot be read.
@@ -85,7 +123,7 @@ mod tests {
 
     #[test]
     fn the_flag_wins_and_the_default_follows_memory() {
-        let given = broadcast_budget(Some(123), 4);
+        let given = broadcast_budget(Some(123), Some(1 << 30), 4);
         assert_eq!(given.rows, 123);
         assert_eq!(given.source, "--broadcast-limit");
         // 8 GiB and 2 workers: 2 GiB for two copies of 128-byte rows.
@@ -99,7 +137,28 @@ mod tests {
         // More workers, more copies, fewer rows.
         assert_eq!(budget_for(8 << 30, "available", 8).rows, 2 << 20);
         // Whatever this machine has, the default is a number derived from it.
-        let here = broadcast_budget(None, 2);
+        let here = broadcast_budget(None, None, 2);
         assert!(here.source.contains("GiB"), "{}", here.source);
+        // --memory-limit replaces the measured memory.
+        let limited = broadcast_budget(None, Some(8 << 30), 2);
+        assert_eq!(limited.rows, 8 << 20);
+        assert!(
+            limited.source.contains("--memory-limit"),
+            "{}",
+            limited.source
+        );
+    }
+
+    #[test]
+    fn sizes_read_with_binary_suffixes() {
+        assert_eq!(parse_size("1073741824"), Ok(1 << 30));
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("8g"), Ok(8 << 30));
+        assert_eq!(parse_size("8GiB"), Ok(8 << 30));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_size("2 TB"), Ok(2 << 40));
+        for bad in ["", "G", "8X", "-1G", "0", "1.2.3M"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
     }
 }

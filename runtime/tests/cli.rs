@@ -1523,3 +1523,50 @@ fn ctrl_c_removes_the_unfinished_output() {
         "no output and no temporary file are left"
     );
 }
+
+/// `--memory-limit` sets the memory the broadcast budget is derived from, as explain shows; a
+/// size that is not one is a usage error.
+#[test]
+fn the_memory_limit_sets_the_broadcast_budget() {
+    let dir = TempDir::new().unwrap();
+    gen(dir.path(), "d", "parquet", "1");
+    let run = skewjoin(
+        dir.path(),
+        &[
+            "explain",
+            "d/left.parquet",
+            "d/right.parquet",
+            "--on",
+            "key",
+            "-w",
+            "2",
+            "--json",
+            "--memory-limit",
+            "1G",
+        ],
+    )
+    .success();
+    let plan: Value = serde_json::from_str(&run.stdout).unwrap();
+    // A quarter of 1 GiB for two copies of 128-byte rows.
+    assert_eq!(plan["broadcast_budget"]["rows"], 1 << 20, "{plan}");
+    let source = plan["broadcast_budget"]["source"].as_str().unwrap();
+    assert!(source.contains("--memory-limit"), "{source}");
+    let bad = skewjoin(
+        dir.path(),
+        &[
+            "join",
+            "d/left.parquet",
+            "d/right.parquet",
+            "--on",
+            "key",
+            "--memory-limit",
+            "lots",
+        ],
+    );
+    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("--memory-limit") && bad.stderr.contains("not a size"),
+        "{}",
+        bad.stderr
+    );
+}
