@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""skewjoin beside DuckDB, Polars, DataFusion and Spark on the same joins (issue 8).
+"""skewjoin beside DuckDB, Polars, DataFusion, Spark and differential dataflow on the same joins (issue 8).
 
 One command: generates each workload with `skewjoin gen`, runs the same join in every system with
 2 threads, records the median wall time of 5 runs after one warm-up and the peak memory of the
@@ -17,7 +17,8 @@ it from per-side counts, and it stays below 2^63 for over 10^12 output rows, so 
 
 Each system runs in a subprocess of its own (this script with --worker) so that its peak memory
 is its own: the worker reports its ru_maxrss, plus the JVM's VmHWM for Spark, whose JVM is a
-separate process. skewjoin runs as its own binary, timed and measured with os.wait4.
+separate process. skewjoin and dd-join (differential dataflow, dd/) run as their own binaries,
+timed and measured with os.wait4.
 """
 
 import argparse
@@ -51,6 +52,7 @@ WORKLOADS = {
     "zipf1.0-noise": (300_000, 300_000, 1_000_000, 1.0, 1.0, 0.2, "same-rank Zipf 1.0, 20 % unmatched per side"),
 }
 HOWS = ["inner", "full"]
+DEFAULT_DD = os.path.join(HERE, "dd", "target", "release", "dd-join")
 SYSTEMS = [
     "skewjoin-auto",
     "skewjoin-shuffle",
@@ -60,6 +62,7 @@ SYSTEMS = [
     "datafusion-partitioned",
     "spark",
     "spark-skew",
+    "dd",
 ]
 SQL_JOIN = {"inner": "INNER JOIN", "full": "FULL OUTER JOIN"}
 CHECKSUM_SQL = (
@@ -257,12 +260,13 @@ def generate(skewjoin, name, scale, data_dir):
     return out, summary
 
 
-def timed_process(cmd, timeout=None):
+def timed_process(cmd, timeout=None, stdout=None):
     """Runs cmd; returns (seconds, exit code, ru_maxrss in KiB, stderr) of that one process.
-    os.wait4 reaps it and gives its own resource usage, which Popen.wait would discard."""
+    os.wait4 reaps it and gives its own resource usage, which Popen.wait would discard.
+    stdout: a file for its standard output (default: discarded)."""
     with tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(cmd, stdout=stdout or subprocess.DEVNULL, stderr=err)
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             elapsed = time.perf_counter() - started
@@ -300,6 +304,48 @@ def run_skewjoin(args, strategy, left, right, how, metrics_path):
         "peak_kib": max(peaks),
         "strategy": metrics["strategy"],
         "join_s": metrics["elapsed_seconds"],
+    }
+
+
+def ensure_dd(args):
+    """Builds dd-join when --dd names no binary: its own cargo package (dd/), outside the
+    workspace, so that the workspace's builds and tests never compile differential dataflow.
+    --target-dir pins where the binary lands whatever CARGO_TARGET_DIR says."""
+    if os.access(args.dd, os.X_OK):
+        return
+    manifest = os.path.join(HERE, "dd", "Cargo.toml")
+    if args.dd != DEFAULT_DD:
+        sys.exit(f"no dd-join binary at {args.dd}: build it (cargo build --release --manifest-path {manifest}) or drop --dd")
+    print(f"building dd-join ({manifest}) ...", flush=True)
+    cmd = ["cargo", "build", "--release", "--manifest-path", manifest, "--target-dir", os.path.join(HERE, "dd", "target")]
+    if subprocess.run(cmd).returncode != 0 or not os.access(args.dd, os.X_OK):
+        sys.exit(f"building dd-join failed ({' '.join(cmd)}); build it by hand and pass --dd PATH")
+
+
+def run_dd(args, left, right, how):
+    """dd-join as its own process, timed like skewjoin: the whole process, reading included.
+    It prints rows, checksum and its join time without the reading, as tab-separated lines."""
+    cmd = [args.dd, "--left", left, "--right", right, "--how", how, "--workers", str(THREADS)]
+    times, peaks, results = [], [], set()
+    for i in range(args.warmups + args.runs):
+        with tempfile.TemporaryFile("w+") as out:
+            elapsed, code, peak, err = timed_process(cmd, timeout=args.timeout, stdout=out)
+            if code != 0:
+                return {"error": f"exit {code}: {err.strip()[-300:]}"}
+            out.seek(0)
+            printed = dict(line.rstrip("\n").split("\t", 1) for line in out if "\t" in line)
+        results.add((int(printed["rows"]), int(printed["checksum"])))
+        peaks.append(peak)
+        if i >= args.warmups:
+            times.append(elapsed)
+    rows, checksum = max(results)
+    return {
+        "times": times,
+        "rows": rows,
+        "checksum": checksum,
+        "repeatable": len(results) == 1,
+        "peak_kib": max(peaks),
+        "join_s": float(printed["seconds"]),
     }
 
 
@@ -397,7 +443,7 @@ def run_peer(args, system, left, right, how, summary, log_path):
 def report(results, meta):
     """The markdown table: one row per system, workload and join type."""
     lines = [
-        "# skewjoin beside DuckDB, Polars, DataFusion and Spark",
+        "# skewjoin beside DuckDB, Polars, DataFusion, Spark and differential dataflow",
         "",
         f"Scale {meta['scale']:g} ({meta['date']}, {meta['machine']}); {THREADS} threads each;"
         f" median of {meta['runs']} runs after {meta['warmups']} warm-up; peak memory of the process"
@@ -419,6 +465,8 @@ def report(results, meta):
             notes.append(f"start-up {r['startup_s']:.1f} s (not in median)")
         if r.get("engine"):
             notes.append(f"{r['engine']} engine")
+        if r["system"] == "dd":
+            notes.append(f"join {r['join_s']:.3f} s without reading (last run)")
         lines.append(
             f"| {r['system']} | {r['workload']} | {r['how']} | {r['median_s']:.3f} | {r['peak_mib']:.0f}"
             f" | {r['rows']:,} | {r['checksum_ok']} | {'; '.join(notes)} |"
@@ -435,6 +483,7 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="timed runs per measurement (median reported)")
     parser.add_argument("--warmups", type=int, default=1)
     parser.add_argument("--skewjoin", default=shutil.which("skewjoin") or os.path.join(HERE, "../../target/release/skewjoin"))
+    parser.add_argument("--dd", default=DEFAULT_DD, help="dd-join binary (default: built from dd/ when missing)")
     parser.add_argument("--partitions", type=int, help="skewjoin --partitions (default: one per worker)")
     parser.add_argument("--spark-memory", default="8g", help="spark.driver.memory (local mode: all of Spark)")
     parser.add_argument("--verify-rows", type=int, default=5_000_000, help="check skewjoin's whole output against DuckDB's where the join has at most this many rows")
@@ -454,6 +503,12 @@ def main():
         if name not in WORKLOADS:
             sys.exit(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
     systems = args.systems.split(",")
+    for system in systems:
+        if system not in SYSTEMS:
+            sys.exit(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
+    if "dd" in systems:
+        args.dd = os.path.abspath(args.dd)
+        ensure_dd(args)
     metrics_dir = os.path.join(args.out, "metrics")
     logs_dir = os.path.join(args.out, "logs")
     os.makedirs(metrics_dir, exist_ok=True)
@@ -474,6 +529,8 @@ def main():
                     r = run_skewjoin(args, strategy, left, right, how, os.path.join(metrics_dir, f"{tag}.json"))
                     if "error" not in r and expected <= args.verify_rows:
                         r["verified"] = verify_skewjoin_output(args, strategy, left, right, how, data)
+                elif system == "dd":
+                    r = run_dd(args, left, right, how)
                 else:
                     try:
                         r = run_peer(args, system, left, right, how, summary, os.path.join(logs_dir, f"{tag}.log"))
