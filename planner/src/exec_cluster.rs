@@ -126,7 +126,7 @@ pub struct ClusterOutput<S> {
     pub summaries: Vec<(usize, S)>,
     /// The strategy's decisions.
     pub report: StrategyReport,
-    /// Wall time from the start of the workers to the end of the join.
+    /// Wall time from the moment the cluster formed to the end of the join.
     pub elapsed: Duration,
 }
 
@@ -188,11 +188,14 @@ where
         },
         worker: WorkerConfig::default(),
     };
-    let start = Instant::now();
+    // The join's time starts when the cluster has formed, not while processes wait for each other.
+    let start = Arc::new(std::sync::OnceLock::new());
+    let started = Arc::clone(&start);
     let job = Arc::new(job);
     let guards = timely::execute(
         config,
         move |worker| -> Result<WorkerReturn<S::Summary>, String> {
+            started.get_or_init(Instant::now);
             on_start();
             let partitioning = Partitioning::new(job.partitions, worker.peers());
             let homes = RowHomes::of_process(&partitioning, process * threads, threads);
@@ -271,7 +274,7 @@ where
         loads,
         summaries,
         report,
-        elapsed: start.elapsed(),
+        elapsed: start.get().map_or(Duration::ZERO, Instant::elapsed),
     })
 }
 
