@@ -1286,6 +1286,8 @@ fn explain_without_analyze_runs_nothing_and_reads_as_text() {
             "data/right.csv",
             "--on",
             "key",
+            "--strategy",
+            "shuffle",
             "-w",
             "2",
             "-p",
