@@ -39,7 +39,8 @@ use skewjoin_planner::strategy::{choose, Choice, PlanInputs, Resolved, Strategy,
 
 use crate::cli::JoinArgs;
 use crate::commands::{
-    check_writable_dir, join_columns, metrics_for, parse_how, with_vprp_flags, write_atomically,
+    check_writable_dir, join_columns, layout, metrics_for, parse_how, refuse_overwrite,
+    with_vprp_flags, write_atomically,
 };
 use crate::engine::{RunReport, SideData};
 use crate::error::{Error, Result};
@@ -517,11 +518,8 @@ pub fn join(args: JoinArgs) -> Result<()> {
         .strategy
         .parse()
         .map_err(|e| Error::Usage(format!("--strategy: {e}")))?;
-    let threads = match args.run.workers {
-        Some(0) => return Err(Error::Usage("--workers must be at least 1".into())),
-        Some(w) => w,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
+    // --workers is per process; --partitions defaults to every worker of the cluster.
+    let (threads, _) = layout(&args.run)?;
     let total_workers = threads * processes;
     let partitions = args.run.partitions.unwrap_or(total_workers);
     let spec = ClusterSpec {
@@ -562,6 +560,14 @@ pub fn join(args: JoinArgs) -> Result<()> {
         None => None,
     };
     if let Some(path) = &args.metrics {
+        let mut others = vec![
+            ("an input file", &*args.left),
+            ("an input file", &*args.right),
+        ];
+        if let Some(output) = &args.output {
+            others.push(("the --output directory", output));
+        }
+        refuse_overwrite("--metrics", path, &others)?;
         check_writable_dir(path, "--metrics")?;
     }
 

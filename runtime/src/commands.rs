@@ -45,7 +45,7 @@ pub(crate) fn with_vprp_flags(mut choice: Choice, run: &RunArgs) -> Result<Choic
 }
 
 /// Worker and partition counts, with defaults.
-fn layout(run: &RunArgs) -> Result<(usize, usize)> {
+pub(crate) fn layout(run: &RunArgs) -> Result<(usize, usize)> {
     let workers = match run.workers {
         Some(0) => return Err(Error::Usage("--workers must be at least 1".into())),
         Some(w) => w,
@@ -91,7 +91,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 /// Refuses a path we would write that is an input, or another path we write.
-fn refuse_overwrite(flag: &str, path: &Path, others: &[(&str, &Path)]) -> Result<()> {
+pub(crate) fn refuse_overwrite(flag: &str, path: &Path, others: &[(&str, &Path)]) -> Result<()> {
     for (what, other) in others {
         if same_file(path, other) {
             return Err(Error::Usage(format!(

@@ -435,6 +435,22 @@ fn bad_cluster_arguments_are_usage_errors() {
             ),
         ),
         (
+            "metrics onto an input",
+            (
+                vec![
+                    "--processes",
+                    "2",
+                    "--process",
+                    "0",
+                    "--hostfile",
+                    &hosts,
+                    "--metrics",
+                    "d/left.parquet",
+                ],
+                "is also an input file",
+            ),
+        ),
+        (
             "fewer partitions than workers",
             (
                 vec![
