@@ -128,18 +128,32 @@ pub struct WorkerSummary {
 }
 
 /// Counts and checksums output rows, whatever travels with them.
-struct CountSink(WorkerSummary);
+struct CountSink {
+    summary: WorkerSummary,
+    progress: Option<Arc<AtomicU64>>,
+}
 
 impl<V: RowValue> PairSink<V> for CountSink {
     type Summary = WorkerSummary;
     #[inline]
     fn emit(&mut self, left: Option<&V>, right: Option<&V>) {
-        self.0.rows += 1;
+        self.summary.rows += 1;
         let sum = pair_checksum(left.map(RowValue::hash), right.map(RowValue::hash));
-        self.0.checksum = self.0.checksum.wrapping_add(sum);
+        self.summary.checksum = self.summary.checksum.wrapping_add(sum);
+        count_progress(self.summary.rows, &self.progress);
     }
     fn finish(self) -> std::result::Result<WorkerSummary, String> {
-        Ok(self.0)
+        Ok(self.summary)
+    }
+}
+
+/// Adds to the shared progress counter every `PROGRESS_EVERY` rows.
+#[inline]
+fn count_progress(rows: u64, progress: &Option<Arc<AtomicU64>>) {
+    if rows.is_multiple_of(PROGRESS_EVERY) {
+        if let Some(counter) = progress {
+            counter.fetch_add(PROGRESS_EVERY, Ordering::Relaxed);
+        }
     }
 }
 
@@ -288,11 +302,7 @@ impl PairSink<CarriedRow> for PartSink {
         self.summary.rows += 1;
         let sum = pair_checksum(left.map(|row| row.hash), right.map(|row| row.hash));
         self.summary.checksum = self.summary.checksum.wrapping_add(sum);
-        if self.summary.rows.is_multiple_of(PROGRESS_EVERY) {
-            if let Some(counter) = &self.progress {
-                counter.fetch_add(PROGRESS_EVERY, Ordering::Relaxed);
-            }
-        }
+        count_progress(self.summary.rows, &self.progress);
         if self.writer.is_some() {
             self.buffers[0].push(left);
             self.buffers[1].push(right);
@@ -644,6 +654,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
         .iter()
         .map(|part| crate::interrupt::Registered::new(part))
         .collect();
+    let count_counter = counter.clone();
     let result = match &output {
         None => execute_cluster(
             job,
@@ -651,7 +662,10 @@ pub fn join(args: JoinArgs) -> Result<()> {
             facts,
             decide,
             |_, row, hash| -> RowRef { (row, hash) },
-            |_| CountSink(WorkerSummary::default()),
+            move |_| CountSink {
+                summary: WorkerSummary::default(),
+                progress: count_counter.clone(),
+            },
             on_start,
         ),
         Some((dir, format)) => {
