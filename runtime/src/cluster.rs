@@ -39,7 +39,7 @@ use skewjoin_planner::strategy::{choose, Choice, PlanInputs, Resolved, Strategy,
 
 use crate::cli::JoinArgs;
 use crate::commands::{
-    check_writable_dir, join_columns, layout, metrics_for, parse_how, refuse_overwrite,
+    check_metrics_path, check_writable_dir, join_columns, layout, metrics_for, parse_how,
     with_vprp_flags, write_atomically,
 };
 use crate::engine::{RunReport, SideData};
@@ -569,17 +569,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
         }
         None => None,
     };
-    if let Some(path) = &args.metrics {
-        let mut others = vec![
-            ("an input file", &*args.left),
-            ("an input file", &*args.right),
-        ];
-        if let Some(output) = &args.output {
-            others.push(("the --output directory", output));
-        }
-        refuse_overwrite("--metrics", path, &others)?;
-        check_writable_dir(path, "--metrics")?;
-    }
+    check_metrics_path(&args, "the --output directory")?;
 
     let share = Share {
         index: process,

@@ -91,7 +91,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 /// Refuses a path we would write that is an input, or another path we write.
-pub(crate) fn refuse_overwrite(flag: &str, path: &Path, others: &[(&str, &Path)]) -> Result<()> {
+fn refuse_overwrite(flag: &str, path: &Path, others: &[(&str, &Path)]) -> Result<()> {
     for (what, other) in others {
         if same_file(path, other) {
             return Err(Error::Usage(format!(
@@ -153,6 +153,23 @@ pub(crate) fn join_columns(args: &JoinArgs) -> Result<(Vec<String>, Vec<String>)
     Ok((left_on, right_on))
 }
 
+/// Refuses a `--metrics` path that is an input or the output (`output_is`, e.g. "the --output
+/// file"), or whose directory is missing.
+pub(crate) fn check_metrics_path(args: &JoinArgs, output_is: &str) -> Result<()> {
+    let Some(path) = &args.metrics else {
+        return Ok(());
+    };
+    let mut others = vec![
+        ("an input file", &*args.left),
+        ("an input file", &*args.right),
+    ];
+    if let Some(output) = &args.output {
+        others.push((output_is, output));
+    }
+    refuse_overwrite("--metrics", path, &others)?;
+    check_writable_dir(path, "--metrics")
+}
+
 /// A join with its inputs loaded and its strategy chosen.
 struct Prepared {
     how: JoinType,
@@ -201,17 +218,7 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
         }
         None => None,
     };
-    if let Some(path) = &args.metrics {
-        let mut others = vec![
-            ("an input file", &*args.left),
-            ("an input file", &*args.right),
-        ];
-        if let Some(output) = &args.output {
-            others.push(("the --output file", output));
-        }
-        refuse_overwrite("--metrics", path, &others)?;
-        check_writable_dir(path, "--metrics")?;
-    }
+    check_metrics_path(args, "the --output file")?;
 
     let read_start = Instant::now();
     progress.say(&format!("reading {}", args.left.display()));
