@@ -17,7 +17,8 @@ use skewjoin_operators::key_stats::{hot_keys, KeyCount, KeyCounts};
 use skewjoin_operators::{
     JoinKey, JoinType, JoinedRow, LoadReport, PartitionLoad, Partitioning, Side,
 };
-use timely::dataflow::operators::{Input, Inspect, Probe};
+use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
+use timely::dataflow::StreamVec;
 use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 use timely::ExchangeData;
@@ -201,7 +202,7 @@ pub struct JobOutput<S> {
 }
 
 /// How many records a worker sends before it lets the dataflow run.
-const FEED_CHUNK: usize = 1 << 14;
+pub(crate) const FEED_CHUNK: usize = 1 << 14;
 
 /// Runs `job` on `job.workers` threads, giving each worker the sink `make_sink(worker)`.
 pub fn execute<K, S, M>(job: JoinJob<K>, make_sink: M) -> Result<JobOutput<S::Summary>, String>
@@ -223,7 +224,17 @@ where
         let sink = make_sink(worker.index());
         let homes = RowHomes::all(&partitioning);
         let totals = (job.left.len() as u64, job.right.len() as u64);
-        run_worker(worker, &job, partitioning, &homes, totals, &row_ref, sink)
+        let mut rows = MemoryFeed::new(&job, &partitioning, &homes);
+        run_worker(
+            worker,
+            job.as_ref().into(),
+            partitioning,
+            &homes,
+            totals,
+            &mut rows,
+            &row_ref,
+            sink,
+        )
     })?;
 
     let mut loads = LoadReport::new(partitions);
@@ -259,16 +270,110 @@ pub(crate) fn row_ref(_: Side, row: u32, hash: u64) -> RowRef {
     (row, hash)
 }
 
-/// One worker's part of `job`, the same natively, in a cluster and in the browser: the key
-/// statistics phase when the strategy plans from counts, then the join dataflow, fed with this
-/// worker's share of the rows (`job`'s rows are those of this process, home to `homes`; `totals`
-/// counts the rows of every process) as `make_value(side, row, hash)`, and stepped until done.
+/// What a worker needs to know of a job besides its rows: the join type and the strategy.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct JobKind {
+    /// The join type.
+    pub how: JoinType,
+    /// The strategy.
+    pub resolved: Resolved,
+}
+
+impl<K> From<&JoinJob<K>> for JobKind {
+    fn from(job: &JoinJob<K>) -> JobKind {
+        JobKind {
+            how: job.how,
+            resolved: job.resolved,
+        }
+    }
+}
+
+/// Where one worker's rows come from.
+pub(crate) trait Feed<K> {
+    /// The rows of each side that this process reads; homes cut them over its partitions.
+    fn local_rows(&self) -> (u64, u64);
+    /// Whether each row is sent by the worker hosting its home partition.
+    fn fed_at_home(&self) -> bool {
+        true
+    }
+    /// Sends this worker's rows as `send(key, row, hash, side)`, row numbers counted per side
+    /// among this process's rows, stepping `worker` every so often so the dataflows keep up.
+    /// With `keys_only` a feed may leave hashes zero. After an error, nothing more is sent.
+    fn feed(
+        &mut self,
+        worker: &mut Worker,
+        keys_only: bool,
+        send: &mut dyn FnMut(K, u32, u64, Side),
+    ) -> Result<(), String>;
+}
+
+/// The rows of a [`JoinJob`], in memory: each worker sends the rows whose home it hosts.
+pub(crate) struct MemoryFeed<'a, K> {
+    job: &'a JoinJob<K>,
+    partitioning: &'a Partitioning,
+    homes: &'a RowHomes,
+}
+
+impl<'a, K> MemoryFeed<'a, K> {
+    pub(crate) fn new(
+        job: &'a JoinJob<K>,
+        partitioning: &'a Partitioning,
+        homes: &'a RowHomes,
+    ) -> Self {
+        MemoryFeed {
+            job,
+            partitioning,
+            homes,
+        }
+    }
+}
+
+impl<K: JoinKey> Feed<K> for MemoryFeed<'_, K> {
+    fn local_rows(&self) -> (u64, u64) {
+        (self.job.left.len() as u64, self.job.right.len() as u64)
+    }
+
+    fn feed(
+        &mut self,
+        worker: &mut Worker,
+        _keys_only: bool,
+        send: &mut dyn FnMut(K, u32, u64, Side),
+    ) -> Result<(), String> {
+        let job = self.job;
+        let mut sent = 0usize;
+        for partition in self.partitioning.local_partitions(worker.index()) {
+            for (keys, hashes, side) in [
+                (&job.left, &job.left_hashes, Side::Left),
+                (&job.right, &job.right_hashes, Side::Right),
+            ] {
+                for row in self.homes.rows_of(partition, keys.len() as u64) {
+                    let hash = hashes.get(row as usize).copied().unwrap_or(0);
+                    send(keys[row as usize].clone(), row as u32, hash, side);
+                    sent += 1;
+                    if sent.is_multiple_of(FEED_CHUNK) {
+                        worker.step();
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One worker's part of a job, the same natively, in a cluster, streaming from files and in the
+/// browser: the key statistics phase when the strategy plans from counts, then the join dataflow,
+/// fed with this worker's rows from `rows` (home to `homes`; `totals` counts the rows of every
+/// process) as `make_value(side, row, hash)`, and stepped until done. When `rows` fails, the
+/// dataflows still run to the end on what was sent, so that every worker finishes, and the
+/// error is returned.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_worker<K, V, S, F>(
     worker: &mut Worker,
-    job: &JoinJob<K>,
+    job: JobKind,
     partitioning: Partitioning,
     homes: &RowHomes,
     totals: (u64, u64),
+    rows: &mut dyn Feed<K>,
     make_value: &F,
     sink: S,
 ) -> Result<WorkerOutput<S::Summary>, String>
@@ -285,23 +390,39 @@ where
     let probe = ProbeHandle::new();
     let (left_rows, right_rows) = totals;
     // AM-Join and Tree-Join plan from exact key counts, a first dataflow of their own.
+    let mut failure = None;
     let plan = job.resolved.needs_key_stats().map(|params| {
-        let (hot, floors) = key_statistics(worker, job, &partitioning, homes, totals, &params);
+        let (hot, floors) = key_statistics(worker, rows, &partitioning, totals, &params)
+            .unwrap_or_else(|error| {
+                failure = Some(error);
+                (Vec::new(), None)
+            });
         let mut plan = AmPlan::new(hot, &params, &partitioning, left_rows, right_rows);
         plan.set_summary_floors(floors);
         Rc::new(plan)
     });
     let am_summary = plan.as_ref().map(|plan| plan.summary().clone());
+    let (local_left, local_right) = rows.local_rows();
+    let fed_at_home = rows.fed_at_home();
     worker.dataflow::<u32, _, _>(|scope| {
         let left = scope.input_from(&mut left_input);
         let right = scope.input_from(&mut right_input);
         // Homes follow this process's row counts: its rows are cut over its own partitions.
-        let (local_left, local_right) = (job.left.len() as u64, job.right.len() as u64);
         let (homes_left, homes_right) = (homes.clone(), homes.clone());
         let home_left: Home<K, V> =
             Rc::new(move |_, row: &V| homes_left.home(row.row() as u64, local_left));
         let home_right: Home<K, V> =
             Rc::new(move |_, row: &V| homes_right.home(row.row() as u64, local_right));
+        let (left, right) = if fed_at_home {
+            (left, right)
+        } else {
+            let here = scope.index();
+            let every = job.resolved.probes_in_place();
+            (
+                send_home(left, Rc::clone(&home_left), partitioning, here, every),
+                send_home(right, Rc::clone(&home_right), partitioning, here, every),
+            )
+        };
         let sink = Rc::clone(&sink);
         build_join(
             left,
@@ -319,13 +440,16 @@ where
         .probe_with(&probe);
     });
 
-    feed(worker, job, &partitioning, homes, |key, row, hash, side| {
-        let value = make_value(side, row, hash);
-        match side {
-            Side::Left => left_input.send((key, value)),
-            Side::Right => right_input.send((key, value)),
-        }
-    });
+    if failure.is_none() {
+        let sent = rows.feed(worker, false, &mut |key, row, hash, side| {
+            let value = make_value(side, row, hash);
+            match side {
+                Side::Left => left_input.send((key, value)),
+                Side::Right => right_input.send((key, value)),
+            }
+        });
+        failure = sent.err();
+    }
     left_input.close();
     right_input.close();
     while !probe.done() {
@@ -335,6 +459,9 @@ where
     // until timely tears them down (which a dataflow with a loop may never let happen on its own).
     for dataflow in worker.installed_dataflows() {
         worker.drop_dataflow(dataflow);
+    }
+    if let Some(error) = failure {
+        return Err(error);
     }
     let sink = Rc::try_unwrap(sink)
         .map_err(|_| "the join's dataflow outlived the run".to_string())?
@@ -346,31 +473,25 @@ where
     })
 }
 
-/// Feeds this worker's share of the job, partition by partition (row `i`'s home is
-/// `homes.home(i, n)`), to `send(key, row, hash, side)`, letting the dataflows run every so often.
-pub(crate) fn feed<K: JoinKey>(
-    worker: &mut Worker,
-    job: &JoinJob<K>,
-    partitioning: &Partitioning,
-    homes: &RowHomes,
-    mut send: impl FnMut(K, u32, u64, Side),
-) {
-    let mut sent = 0usize;
-    for partition in partitioning.local_partitions(worker.index()) {
-        for (keys, hashes, side) in [
-            (&job.left, &job.left_hashes, Side::Left),
-            (&job.right, &job.right_hashes, Side::Right),
-        ] {
-            for row in homes.rows_of(partition, keys.len() as u64) {
-                let hash = hashes.get(row as usize).copied().unwrap_or(0);
-                send(keys[row as usize].clone(), row as u32, hash, side);
-                sent += 1;
-                if sent.is_multiple_of(FEED_CHUNK) {
-                    worker.step();
-                }
-            }
+/// For inputs not fed at home: sends records to the worker hosting their home partition, all of
+/// them when `every` (IB-Join and its baselines probe where a record is fed), else only those
+/// with NULL keys, which the strategies spread over the partitions of the worker that sent them:
+/// a streamed side is fed by one worker, which would otherwise keep every NULL. The other records
+/// stay where they are, and the strategy routes them.
+fn send_home<'s, K: JoinKey, V: RowValue>(
+    stream: StreamVec<'s, u32, (K, V)>,
+    home: Home<K, V>,
+    partitioning: Partitioning,
+    here: usize,
+    every: bool,
+) -> StreamVec<'s, u32, (K, V)> {
+    stream.exchange(move |(key, value)| {
+        if every || key.is_null() {
+            partitioning.owner(home(key, value)) as u64
+        } else {
+            here as u64
         }
-    }
+    })
 }
 
 /// AM-Join's first phase, a dataflow of its own: key counts of both inputs (exact, or estimated
@@ -378,12 +499,11 @@ pub(crate) fn feed<K: JoinKey>(
 /// every worker receives them; with Space-Saving, also the summaries' floors.
 pub(crate) fn key_statistics<K: JoinKey>(
     worker: &mut Worker,
-    job: &JoinJob<K>,
+    rows: &mut dyn Feed<K>,
     partitioning: &Partitioning,
-    homes: &RowHomes,
     totals: (u64, u64),
     params: &AmParams,
-) -> (Vec<KeyCount<K>>, Option<(u64, u64)>) {
+) -> Result<(Vec<KeyCount<K>>, Option<(u64, u64)>), String> {
     let thresholds = params.stats_thresholds(totals.0, totals.1, partitioning.partitions());
     let hot = Rc::new(RefCell::new(Vec::new()));
     let floors = Rc::new(RefCell::new(None));
@@ -418,22 +538,16 @@ pub(crate) fn key_statistics<K: JoinKey>(
             }
         }
     });
-    feed(
-        worker,
-        job,
-        partitioning,
-        homes,
-        |key, _, _, side| match side {
-            Side::Left => left_input.send((key, ())),
-            Side::Right => right_input.send((key, ())),
-        },
-    );
+    let sent = rows.feed(worker, true, &mut |key, _, _, side| match side {
+        Side::Left => left_input.send((key, ())),
+        Side::Right => right_input.send((key, ())),
+    });
     left_input.close();
     right_input.close();
     while !probe.done() {
         worker.step();
     }
-    (hot.take(), floors.take())
+    sent.map(|()| (hot.take(), floors.take()))
 }
 
 /// A sink that keeps every output row's row numbers.

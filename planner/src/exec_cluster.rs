@@ -30,7 +30,7 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 use timely::{ExchangeData, WorkerConfig};
 
-use crate::exec::{run_worker, JoinJob, PairSink, RowHomes, RowValue};
+use crate::exec::{run_worker, JoinJob, MemoryFeed, PairSink, RowHomes, RowValue};
 use crate::report::StrategyReport;
 use crate::strategy::Resolved;
 
@@ -217,12 +217,14 @@ where
             let totals = (cluster.left_rows, cluster.right_rows);
             // A worker whose sink failed still takes part in the gather: every worker must build the
             // same dataflows, or worker 0 would wait for it forever.
+            let mut rows = MemoryFeed::new(&job, &partitioning, &homes);
             let result = run_worker(
                 worker,
-                &job,
+                (&job).into(),
                 partitioning,
                 &homes,
                 totals,
+                &mut rows,
                 &make_value,
                 sink,
             )

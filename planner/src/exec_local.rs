@@ -37,7 +37,7 @@ use timely::communication::allocator::{Allocator, Thread};
 use timely::worker::Worker;
 use timely::WorkerConfig;
 
-use crate::exec::{row_ref, run_worker, JoinJob, PairSink, RowHomes, RowRef};
+use crate::exec::{row_ref, run_worker, JoinJob, MemoryFeed, PairSink, RowHomes, RowRef};
 use crate::report::StrategyReport;
 
 /// What a single-worker run produced.
@@ -71,12 +71,14 @@ where
     let partitioning = Partitioning::new(job.partitions, 1);
     let homes = RowHomes::all(&partitioning);
     let totals = (job.left.len() as u64, job.right.len() as u64);
+    let mut rows = MemoryFeed::new(job, &partitioning, &homes);
     let output = run_worker(
         &mut worker,
-        job,
+        job.into(),
         partitioning,
         &homes,
         totals,
+        &mut rows,
         &row_ref,
         sink,
     )?;

@@ -19,6 +19,7 @@ pub mod datagen;
 pub mod exec;
 pub mod exec_cluster;
 pub mod exec_local;
+pub mod exec_stream;
 pub mod report;
 pub mod row_hash;
 pub mod strategy;

@@ -260,6 +260,15 @@ impl Resolved {
         }
     }
 
+    /// Whether the strategy probes the large side on the worker that feeds it (IB-Join and its
+    /// baselines), so each of those records must be fed by the worker hosting its home.
+    pub fn probes_in_place(&self) -> bool {
+        matches!(
+            self,
+            Resolved::Ib { .. } | Resolved::Der { .. } | Resolved::Ddr { .. }
+        )
+    }
+
     /// AM-Join's parameters when the strategy is planned from key statistics, counted in a
     /// first phase; `None` for strategies that need none.
     pub fn needs_key_stats(&self) -> Option<AmParams> {

@@ -46,7 +46,7 @@ use crate::engine::{RunReport, SideData};
 use crate::error::{Error, Result};
 use crate::io::{
     check_key_compat, extract_keys, key_kinds, output_schema, read_table_share, row_hashes,
-    take_output, FileFormat, OutputWriter, Share,
+    take_output, FileFormat, OutputWriter, RowStore, Share,
 };
 use crate::memory::broadcast_budget;
 use crate::metrics::checksum_hex;
@@ -279,8 +279,8 @@ impl PartSink {
             let batch = take_output(
                 &self.layout.schema,
                 self.layout.how,
-                &left,
-                &right,
+                &RowStore::whole(left),
+                &RowStore::whole(right),
                 &self.buffers[0].index,
                 &self.buffers[1].index,
             )?;

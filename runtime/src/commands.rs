@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use arrow::datatypes::SchemaRef;
 use skewjoin_operators::load::imbalance;
 use skewjoin_operators::{JoinType, Key, Partitioning, Side};
 use skewjoin_planner::cost::{predict, KeyStats};
@@ -14,7 +15,7 @@ use skewjoin_planner::strategy::skew_reason;
 use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
 
 use crate::cli::{DemoArgs, ExplainArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
-use crate::engine::{self, JoinPlan, OutputTarget, SideData};
+use crate::engine::{self, JoinPlan, OutputTarget, SideData, StreamSide};
 use crate::error::{Error, Result};
 use crate::explain::{HotKey, Plan, SideSummary};
 use crate::generate::{rankings_batch, to_batch, to_side, uservisits_batch};
@@ -170,13 +171,41 @@ pub(crate) fn check_metrics_path(args: &JoinArgs, output_is: &str) -> Result<()>
     check_writable_dir(path, "--metrics")
 }
 
-/// A join with its inputs loaded and its strategy chosen.
+/// The inputs of a prepared join.
+enum Inputs {
+    /// Read whole, for `explain`, which looks at every key.
+    Loaded(SideData, SideData),
+    /// Opened and counted, to be read while the join runs.
+    Streamed(StreamSide, StreamSide),
+}
+
+impl Inputs {
+    fn schemas(&self) -> (SchemaRef, SchemaRef) {
+        match self {
+            Inputs::Loaded(left, right) => (left.batch.schema(), right.batch.schema()),
+            Inputs::Streamed(left, right) => (
+                Arc::clone(&left.input.schema),
+                Arc::clone(&right.input.schema),
+            ),
+        }
+    }
+}
+
+/// Reads the keys of a streamed input, a batch at a time, for the skew check of `auto`.
+fn read_keys(side: &StreamSide) -> Result<Vec<Key>> {
+    let mut keys = Vec::with_capacity(side.input.rows as usize);
+    for batch in side.input.batches(true)? {
+        keys.extend(extract_keys(&batch?, &side.key_columns, &side.input.path)?);
+    }
+    Ok(keys)
+}
+
+/// A join with its inputs loaded or opened, and its strategy chosen.
 struct Prepared {
     how: JoinType,
     workers: usize,
     partitions: usize,
-    left: SideData,
-    right: SideData,
+    inputs: Inputs,
     rows: (u64, u64),
     read_seconds: f64,
     choice: Choice,
@@ -184,10 +213,11 @@ struct Prepared {
     output_format: Option<FileFormat>,
 }
 
-/// Checks the arguments, reads both inputs and chooses the strategy. Everything that can be
-/// checked before the join runs is checked here, so a bad output path fails in a second, not
-/// after an hour of joining.
-fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
+/// Checks the arguments, reads both inputs (whole, or with `stream` only what planning needs:
+/// row counts, and the keys when `auto` checks them for skew) and chooses the strategy.
+/// Everything that can be checked before the join runs is checked here, so a bad output path
+/// fails in a second, not after an hour of joining.
+fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepared> {
     let how = parse_how(&args.run.how)?;
     let strategy: Strategy = args
         .strategy
@@ -221,22 +251,37 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
     check_metrics_path(args, "the --output file")?;
 
     let read_start = Instant::now();
-    progress.say(&format!("reading {}", args.left.display()));
-    let left = load_side(&args.left, left_format, &left_on)?;
-    progress.say(&format!("reading {}", args.right.display()));
-    let right = load_side(&args.right, right_format, &right_on)?;
+    let say_reading = |path: &Path| progress.say(&format!("reading {}", path.display()));
+    let inputs = if stream {
+        say_reading(&args.left);
+        let left = StreamSide::open(&args.left, left_format, &left_on)?;
+        say_reading(&args.right);
+        let right = StreamSide::open(&args.right, right_format, &right_on)?;
+        Inputs::Streamed(left, right)
+    } else {
+        say_reading(&args.left);
+        let left = load_side(&args.left, left_format, &left_on)?;
+        say_reading(&args.right);
+        let right = load_side(&args.right, right_format, &right_on)?;
+        Inputs::Loaded(left, right)
+    };
+    let (left_schema, right_schema) = inputs.schemas();
     check_key_compat(
-        (&args.left, left.batch.schema().as_ref(), &left_on),
-        (&args.right, right.batch.schema().as_ref(), &right_on),
+        (&args.left, left_schema.as_ref(), &left_on),
+        (&args.right, right_schema.as_ref(), &right_on),
     )?;
-    let read_seconds = read_start.elapsed().as_secs_f64();
+    let rows = match &inputs {
+        Inputs::Loaded(left, right) => (left.keys.len() as u64, right.keys.len() as u64),
+        Inputs::Streamed(left, right) => (left.input.rows, right.input.rows),
+    };
+    let mut read_seconds = read_start.elapsed().as_secs_f64();
     progress.say(&format!(
-        "read {} and {} rows in {read_seconds:.2}s",
-        left.keys.len(),
-        right.keys.len()
+        "{} {} and {} rows in {read_seconds:.2}s",
+        if stream { "counted" } else { "read" },
+        rows.0,
+        rows.1
     ));
 
-    let rows = (left.keys.len() as u64, right.keys.len() as u64);
     let budget = broadcast_budget(args.broadcast_limit, args.memory_limit, workers);
     let mut choice = choose(
         strategy,
@@ -252,7 +297,17 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
     choice = with_vprp_flags(choice, &args.run)?;
     // auto: with a hash partitioning made uneven by a hot key, AM-Join instead of Shuffle-Join.
     if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
-        if let Some(reason) = skew_reason(&left.keys, &right.keys, partitions) {
+        let skew = match &inputs {
+            Inputs::Loaded(left, right) => skew_reason(&left.keys, &right.keys, partitions),
+            Inputs::Streamed(left, right) => {
+                progress.say("reading the keys to check them for skew");
+                let keys_start = Instant::now();
+                let (left, right) = (read_keys(left)?, read_keys(right)?);
+                read_seconds += keys_start.elapsed().as_secs_f64();
+                skew_reason(&left, &right, partitions)
+            }
+        };
+        if let Some(reason) = skew {
             choice = choose(
                 Strategy::Am,
                 &PlanInputs {
@@ -278,8 +333,7 @@ fn prepare(args: &JoinArgs, progress: &Progress) -> Result<Prepared> {
         how,
         workers,
         partitions,
-        left,
-        right,
+        inputs,
         rows,
         read_seconds,
         choice,
@@ -294,8 +348,7 @@ fn run_prepared(args: &JoinArgs, prepared: Prepared, progress: &mut Progress) ->
         how,
         workers,
         partitions,
-        left,
-        right,
+        inputs,
         rows,
         read_seconds,
         choice,
@@ -304,11 +357,8 @@ fn run_prepared(args: &JoinArgs, prepared: Prepared, progress: &mut Progress) ->
     } = prepared;
     let output = match (&args.output, output_format) {
         (Some(path), Some(format)) => {
-            let schema = output_schema(
-                left.batch.schema().as_ref(),
-                right.batch.schema().as_ref(),
-                how,
-            );
+            let (left_schema, right_schema) = inputs.schemas();
+            let schema = output_schema(left_schema.as_ref(), right_schema.as_ref(), how);
             let writer = OutputWriter::create(path, format, Arc::clone(&schema))?;
             Some(OutputTarget {
                 writer,
@@ -330,7 +380,10 @@ fn run_prepared(args: &JoinArgs, prepared: Prepared, progress: &mut Progress) ->
         partitions,
         workers,
     };
-    let report = engine::run(left, right, plan, output, counter)?;
+    let report = match inputs {
+        Inputs::Loaded(left, right) => engine::run(left, right, plan, output, counter)?,
+        Inputs::Streamed(left, right) => engine::run_stream(left, right, plan, output, counter)?,
+    };
     progress.finish();
     let metrics = metrics_for(
         &choice,
@@ -355,7 +408,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
         return crate::cluster::join(args);
     }
     let mut progress = Progress::new(args.quiet);
-    let prepared = prepare(&args, &progress)?;
+    let prepared = prepare(&args, &progress, true)?;
     let metrics = run_prepared(&args, prepared, &mut progress)?;
     if !args.quiet {
         if args.output.is_none() {
@@ -382,14 +435,17 @@ pub fn explain(args: ExplainArgs) -> Result<()> {
         ));
     }
     let mut progress = Progress::new(args.join.quiet);
-    let prepared = prepare(&args.join, &progress)?;
+    let prepared = prepare(&args.join, &progress, false)?;
+    let Inputs::Loaded(left, right) = &prepared.inputs else {
+        return Err(Error::Internal("explain reads its inputs whole".into()));
+    };
     let partitioning = Partitioning::new(prepared.partitions, prepared.workers);
-    let stats = KeyStats::from_keys(&prepared.left.keys, &prepared.right.keys);
+    let stats = KeyStats::from_keys(&left.keys, &right.keys);
     let predicted = predict(
         &prepared.choice.resolved,
         prepared.how,
-        &prepared.left.keys,
-        &prepared.right.keys,
+        &left.keys,
+        &right.keys,
         partitioning,
     );
     let (left_distinct, right_distinct) = stats.distinct();

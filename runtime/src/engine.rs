@@ -1,5 +1,6 @@
-//! Runs one join over two loaded tables: plans it, executes it on worker threads, and reduces
-//! the output to a row count and checksum, writing it to a file when asked.
+//! Runs one join on worker threads, over two loaded tables ([`run`]) or streaming two files
+//! ([`run_stream`]), and reduces the output to a row count and checksum, writing it to a file
+//! when asked.
 //!
 //! The checksum of a join is the wrapping sum, over output rows, of
 //! `pair_checksum(left_row_hash, right_row_hash)` (see `skewjoin_operators::hash`), where a row
@@ -7,7 +8,7 @@
 //! It does not depend on the order of rows, the strategy, or the worker and partition counts, so
 //! two runs agree exactly when they produce the same multiset of (left row, right row) pairs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,13 +16,15 @@ use std::time::Duration;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use skewjoin_operators::hash::pair_checksum;
-use skewjoin_operators::{JoinType, Key, LoadReport};
-use skewjoin_planner::exec::{execute, JoinJob, PairSink, RowRef};
+use skewjoin_operators::{JoinType, Key, LoadReport, Side};
+use skewjoin_planner::exec::{execute, JobOutput, JoinJob, PairSink, RowRef};
+use skewjoin_planner::exec_stream::{execute_stream, RowSource, StreamJob};
 use skewjoin_planner::report::StrategyReport;
 use skewjoin_planner::Resolved;
 
 use crate::error::{Error, Result};
-use crate::io::{take_output, OutputWriter};
+use crate::batches::{InputFile, CHUNK_ROWS};
+use crate::io::{extract_keys, row_hashes, take_output, FileFormat, OutputWriter, RowStore};
 
 /// One side of a join, loaded.
 #[derive(Clone, Debug)]
@@ -82,8 +85,8 @@ const PAD: u32 = u32::MAX;
 
 struct Shared {
     how: JoinType,
-    left: SideData,
-    right: SideData,
+    left: Arc<RowStore>,
+    right: Arc<RowStore>,
     output: Option<(Mutex<OutputWriter>, SchemaRef)>,
 }
 
@@ -112,8 +115,8 @@ impl RuntimeSink {
         let result = take_output(
             schema,
             self.shared.how,
-            &self.shared.left.batch,
-            &self.shared.right.batch,
+            &self.shared.left,
+            &self.shared.right,
             &self.left_rows,
             &self.right_rows,
         )
@@ -132,8 +135,11 @@ impl RuntimeSink {
     }
 }
 
+/// What a worker's sink reports: output rows, their checksum, and the first write error.
+type SinkSummary = (u64, u64, Option<Error>);
+
 impl PairSink for RuntimeSink {
-    type Summary = (u64, u64, Option<Error>);
+    type Summary = SinkSummary;
 
     #[inline]
     fn emit(&mut self, left: Option<&RowRef>, right: Option<&RowRef>) {
@@ -164,8 +170,8 @@ impl PairSink for RuntimeSink {
 /// Output rows a worker produces between updates of the shared progress counter.
 const PROGRESS_EVERY: u64 = 1 << 20;
 
-/// Runs the join. With an output target, the file is complete and in place when this returns
-/// `Ok`, and absent when it returns an error.
+/// Runs the join over two loaded tables. With an output target, the file is complete and in
+/// place when this returns `Ok`, and absent when it returns an error.
 pub fn run(
     left: SideData,
     right: SideData,
@@ -173,32 +179,176 @@ pub fn run(
     output: Option<OutputTarget>,
     progress: Option<Arc<AtomicU64>>,
 ) -> Result<RunReport> {
-    let JoinPlan {
-        how,
-        resolved,
-        partitions,
-        workers,
-    } = plan;
     let job = JoinJob {
         left: Arc::clone(&left.keys),
         right: Arc::clone(&right.keys),
         left_hashes: Arc::clone(&left.hashes),
         right_hashes: Arc::clone(&right.hashes),
-        how,
-        resolved,
-        partitions,
-        workers,
+        how: plan.how,
+        resolved: plan.resolved,
+        partitions: plan.partitions,
+        workers: plan.workers,
     };
+    let stores = (
+        Arc::new(RowStore::whole(left.batch)),
+        Arc::new(RowStore::whole(right.batch)),
+    );
+    run_with(plan, stores, output, progress, |make_sink| {
+        execute(job, make_sink)
+    })
+}
+
+/// An input file to stream into a join, and the key columns to join it on.
+#[derive(Clone, Debug)]
+pub struct StreamSide {
+    /// The file, opened.
+    pub input: InputFile,
+    /// Its key columns.
+    pub key_columns: Vec<String>,
+}
+
+impl StreamSide {
+    /// Opens `path` (see [`InputFile::open`]) to be joined on `key_columns`.
+    pub fn open(path: &Path, format: FileFormat, key_columns: &[String]) -> Result<StreamSide> {
+        Ok(StreamSide {
+            input: InputFile::open(path, format, key_columns)?,
+            key_columns: key_columns.to_vec(),
+        })
+    }
+}
+
+/// Runs the join reading both inputs while it runs, a bounded batch at a time (see
+/// [`execute_stream`]): without an output, no input row is held but as the strategy's record;
+/// with one, each side's rows are kept (as Arrow) for the output rows. With an output target,
+/// the file is complete and in place when this returns `Ok`, and absent when it returns an error.
+pub fn run_stream(
+    left: StreamSide,
+    right: StreamSide,
+    plan: JoinPlan,
+    output: Option<OutputTarget>,
+    progress: Option<Arc<AtomicU64>>,
+) -> Result<RunReport> {
+    let store = |side: &StreamSide| {
+        let rows = if output.is_some() { side.input.rows } else { 0 };
+        Arc::new(RowStore::chunked(
+            Arc::clone(&side.input.schema),
+            rows,
+            CHUNK_ROWS,
+        ))
+    };
+    let stores = (store(&left), store(&right));
+    let job = StreamJob {
+        left_rows: left.input.rows,
+        right_rows: right.input.rows,
+        how: plan.how,
+        resolved: plan.resolved,
+        partitions: plan.partitions,
+        workers: plan.workers,
+    };
+    let source = Arc::new(FileSource {
+        sides: [
+            (left, output.is_some().then(|| Arc::clone(&stores.0))),
+            (right, output.is_some().then(|| Arc::clone(&stores.1))),
+        ],
+        failure: Mutex::new(None),
+    });
+    let reading = Arc::clone(&source);
+    let result = run_with(plan, stores, output, progress, |make_sink| {
+        execute_stream(job, reading, make_sink)
+    });
+    // A read that failed stopped its side's rows and so failed the join: its error is the one to
+    // report, with its kind (bad input, failed disk).
+    let failure = source
+        .failure
+        .lock()
+        .map_err(|_| Error::Internal("a reader panicked".into()))?
+        .take();
+    match failure {
+        Some(error) => Err(error),
+        None => result,
+    }
+}
+
+/// Both inputs of a streamed join, read by the workers that feed them.
+struct FileSource {
+    /// Each side, with the store its rows go to when the output needs them.
+    sides: [(StreamSide, Option<Arc<RowStore>>); 2],
+    /// The first read that failed.
+    failure: Mutex<Option<Error>>,
+}
+
+impl FileSource {
+    fn read_side(
+        &self,
+        side: Side,
+        keys_only: bool,
+        send: &mut dyn FnMut(Key, u64),
+    ) -> Result<()> {
+        let (input, store) = match side {
+            Side::Left => &self.sides[0],
+            Side::Right => &self.sides[1],
+        };
+        let path = input.input.path.as_path();
+        for (index, batch) in input.input.batches(keys_only)?.enumerate() {
+            let batch = batch?;
+            let keys = extract_keys(&batch, &input.key_columns, path)?;
+            if keys_only {
+                keys.into_iter().for_each(|key| send(key, 0));
+                continue;
+            }
+            let hashes = row_hashes(&batch);
+            if let Some(store) = store {
+                store.put(index, batch)?;
+            }
+            for (key, hash) in keys.into_iter().zip(hashes) {
+                send(key, hash);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RowSource<Key> for FileSource {
+    fn read(
+        &self,
+        side: Side,
+        keys_only: bool,
+        send: &mut dyn FnMut(Key, u64),
+    ) -> std::result::Result<(), String> {
+        self.read_side(side, keys_only, send).map_err(|error| {
+            let message = error.to_string();
+            if let Ok(mut failure) = self.failure.lock() {
+                failure.get_or_insert(error);
+            }
+            message
+        })
+    }
+}
+
+/// Runs a join through `execute` (given the sink factory) with the sinks writing to `output`,
+/// and sums what the sinks report.
+fn run_with<E>(
+    plan: JoinPlan,
+    (left, right): (Arc<RowStore>, Arc<RowStore>),
+    output: Option<OutputTarget>,
+    progress: Option<Arc<AtomicU64>>,
+    execute: E,
+) -> Result<RunReport>
+where
+    E: FnOnce(
+        Box<dyn Fn(usize) -> RuntimeSink + Send + Sync>,
+    ) -> std::result::Result<JobOutput<SinkSummary>, String>,
+{
     let output_path = output.as_ref().map(|target| target.path.clone());
     let shared = Arc::new(Shared {
-        how,
+        how: plan.how,
         left,
         right,
         output: output.map(|target| (Mutex::new(target.writer), target.schema)),
     });
     let sink_shared = Arc::clone(&shared);
     let writing = shared.output.is_some();
-    let result = execute(job, move |_| RuntimeSink {
+    let result = execute(Box::new(move |_| RuntimeSink {
         writing,
         progress: progress.clone(),
         shared: Arc::clone(&sink_shared),
@@ -207,7 +357,7 @@ pub fn run(
         left_rows: Vec::new(),
         right_rows: Vec::new(),
         error: None,
-    })
+    }))
     .map_err(|message| Error::Internal(format!("the join failed: {message}")))?;
 
     let mut output_rows = 0u64;

@@ -13,14 +13,15 @@ use std::io::{self, BufWriter, Read};
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow::array::{
-    new_null_array, Array, ArrayRef, AsArray, Int64Array, LargeStringArray, RecordBatch,
+    new_empty_array, new_null_array, Array, ArrayRef, AsArray, Int64Array, LargeStringArray,
+    RecordBatch,
     RecordBatchOptions, StringArray, StringViewArray, UInt32Array,
 };
 use arrow::buffer::NullBuffer;
-use arrow::compute::{cast, concat_batches, take};
+use arrow::compute::{cast, concat_batches, interleave, take};
 use arrow::csv::reader::Format as CsvFormat;
 use arrow::datatypes::{
     ArrowPrimitiveType, BinaryType, BinaryViewType, ByteArrayType, ByteViewType, DataType,
@@ -64,7 +65,7 @@ const NULL_WORD: u64 = 0x6e75_6c6c_7661_6c21;
 const CANONICAL_NAN: u64 = 0x7ff8_0000_0000_0000;
 
 /// The magic bytes that open an Arrow IPC *file* (as opposed to a stream).
-const ARROW_FILE_MAGIC: &[u8; 6] = b"ARROW1";
+pub(crate) const ARROW_FILE_MAGIC: &[u8; 6] = b"ARROW1";
 
 /// The file formats skewjoin reads and writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,7 +226,7 @@ pub fn read_table_share(path: &Path, format: FileFormat, share: Share) -> Result
 }
 
 /// Opens an input file, rejecting what cannot be a table before any decoder sees it.
-fn open_input(path: &Path) -> Result<File> {
+pub(crate) fn open_input(path: &Path) -> Result<File> {
     let file = File::open(path).map_err(|error| read_error(path, error))?;
     let metadata = file.metadata().map_err(|error| read_error(path, error))?;
     if metadata.is_dir() {
@@ -246,7 +247,7 @@ fn open_input(path: &Path) -> Result<File> {
 
 /// A failed open or read: the user's fault when the file is missing or unreadable to us,
 /// the system's otherwise.
-fn read_error(path: &Path, error: io::Error) -> Error {
+pub(crate) fn read_error(path: &Path, error: io::Error) -> Error {
     match error.kind() {
         io::ErrorKind::NotFound => {
             Error::Input(format!("{}: no such file; check the path", path.display()))
@@ -293,7 +294,7 @@ fn read_csv(path: &Path, bytes: &[u8]) -> Result<RecordBatch> {
 
 /// Rewrites the CSV errors of arrow (and of the `csv` crate under it) into our message style.
 /// The patterns are those of arrow-csv 60; anything else is passed on with the file name.
-fn csv_error(path: &Path, error: ArrowError) -> Error {
+pub(crate) fn csv_error(path: &Path, error: ArrowError) -> Error {
     let message = match &error {
         ArrowError::CsvError(message) => message.as_str(),
         _ => return Error::Input(format!("{}: not valid CSV: {error}", path.display())),
@@ -364,7 +365,7 @@ fn read_parquet(path: &Path, file: File) -> Result<RecordBatch> {
     concat(path, &schema, &batches)
 }
 
-fn parquet_read_error(path: &Path, error: ParquetError) -> Error {
+pub(crate) fn parquet_read_error(path: &Path, error: ParquetError) -> Error {
     if let ParquetError::External(inner) = &error {
         if let Some(io_error) = inner.downcast_ref::<io::Error>() {
             if !is_bad_bytes(io_error) {
@@ -399,7 +400,7 @@ fn read_ipc(path: &Path, mut file: File) -> Result<RecordBatch> {
     concat(path, &schema, &batches.map_err(corrupt)?)
 }
 
-fn arrow_read_error(path: &Path, format: FileFormat, error: ArrowError) -> Error {
+pub(crate) fn arrow_read_error(path: &Path, format: FileFormat, error: ArrowError) -> Error {
     if let ArrowError::IoError(_, io_error) = &error {
         if !is_bad_bytes(io_error) {
             return Error::Io(format!(
@@ -1088,7 +1089,7 @@ fn key_kind(data_type: &DataType) -> Option<KeyKind> {
 }
 
 /// The index and field of column `name`, or an error listing the columns there are.
-fn find_field<'a>(schema: &'a Schema, name: &str, path: &Path) -> Result<(usize, &'a Field)> {
+pub(crate) fn find_field<'a>(schema: &'a Schema, name: &str, path: &Path) -> Result<(usize, &'a Field)> {
     if let Some(found) = schema.column_with_name(name) {
         return Ok(found);
     }
@@ -1537,6 +1538,143 @@ pub fn output_schema(left: &Schema, right: &Schema, how: JoinType) -> SchemaRef 
     Arc::new(Schema::new(fields))
 }
 
+/// The rows of one input, for assembling output rows: the whole table as one batch, or chunks
+/// of [`CHUNK_ROWS`](crate::batches::CHUNK_ROWS) rows filled in while the input is streamed.
+/// Row `r` is row `r % chunk_rows` of chunk `r / chunk_rows`.
+#[derive(Debug)]
+pub struct RowStore {
+    schema: SchemaRef,
+    chunk_rows: u64,
+    rows: u64,
+    chunks: Vec<OnceLock<RecordBatch>>,
+}
+
+impl RowStore {
+    /// A store holding `batch`, complete.
+    pub fn whole(batch: RecordBatch) -> RowStore {
+        RowStore {
+            schema: batch.schema(),
+            chunk_rows: (batch.num_rows() as u64).max(1),
+            rows: batch.num_rows() as u64,
+            chunks: vec![OnceLock::from(batch)],
+        }
+    }
+
+    /// An empty store for `rows` rows of `schema`, to be filled with [`put`](Self::put) in chunks
+    /// of `chunk_rows` rows (the last may be shorter).
+    pub fn chunked(schema: SchemaRef, rows: u64, chunk_rows: usize) -> RowStore {
+        let chunk_rows = chunk_rows.max(1) as u64;
+        RowStore {
+            schema,
+            chunk_rows,
+            rows,
+            chunks: (0..rows.div_ceil(chunk_rows)).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Stores chunk `index`. A chunk of the wrong length or schema, or one stored twice, is
+    /// [`Error::Internal`]: only a bug can cause it.
+    pub fn put(&self, index: usize, batch: RecordBatch) -> Result<()> {
+        let start = index as u64 * self.chunk_rows;
+        let expected = self.chunk_rows.min(self.rows.saturating_sub(start));
+        let slot = self.chunks.get(index).filter(|_| {
+            batch.num_rows() as u64 == expected && batch.schema().fields() == self.schema.fields()
+        });
+        match slot.map(|slot| slot.set(batch)) {
+            Some(Ok(())) => Ok(()),
+            _ => Err(Error::Internal(format!(
+                "chunk {index} of an input does not fit its place (expected {expected} rows)"
+            ))),
+        }
+    }
+
+    /// Appends the columns of the rows `rows` (with `PAD` as NULL) to `columns`.
+    fn take(&self, side: Side, rows: &[u32], columns: &mut Vec<ArrayRef>) -> Result<()> {
+        let len = self.rows;
+        if let Some(&bad) = rows.iter().find(|&&row| row != PAD && u64::from(row) >= len) {
+            return Err(Error::Internal(format!(
+                "join output refers to {side} row {bad}, but the {side} side has {len} rows"
+            )));
+        }
+        let padded = rows.contains(&PAD);
+        if len == 0 {
+            // Nothing to take from: every row is padding.
+            columns.extend(
+                self.schema
+                    .fields()
+                    .iter()
+                    .map(|field| new_null_array(field.data_type(), rows.len())),
+            );
+            return Ok(());
+        }
+        let missing = |index: usize| {
+            Error::Internal(format!(
+                "join output refers to {side} rows of chunk {index}, which was not read yet"
+            ))
+        };
+        if let [only] = self.chunks.as_slice() {
+            let batch = only.get().ok_or_else(|| missing(0))?;
+            // Padding slots point at row 0, which exists, so no kernel ever reads out of bounds;
+            // the null mask makes them NULL in the output.
+            let values: Vec<u32> = rows
+                .iter()
+                .map(|&row| if row == PAD { 0 } else { row })
+                .collect();
+            let nulls = padded.then(|| NullBuffer::from_iter(rows.iter().map(|&row| row != PAD)));
+            let indices = UInt32Array::new(values.into(), nulls);
+            for column in batch.columns() {
+                let taken = take(column.as_ref(), &indices, None).map_err(|error| {
+                    Error::Internal(format!(
+                        "taking {side} rows for join output failed: {error}"
+                    ))
+                })?;
+                columns.push(taken);
+            }
+            return Ok(());
+        }
+        // Several chunks: (chunk, row) pairs, with padding taken from a one-row NULL array
+        // placed after the chunks.
+        let pad_source = self.chunks.len();
+        let indices: Vec<(usize, usize)> = rows
+            .iter()
+            .map(|&row| match row {
+                PAD => (pad_source, 0),
+                row => (
+                    (u64::from(row) / self.chunk_rows) as usize,
+                    (u64::from(row) % self.chunk_rows) as usize,
+                ),
+            })
+            .collect();
+        if let Some(&(index, _)) = indices
+            .iter()
+            .find(|&&(index, _)| index != pad_source && self.chunks[index].get().is_none())
+        {
+            return Err(missing(index));
+        }
+        for (column, field) in self.schema.fields().iter().enumerate() {
+            let pad = new_null_array(field.data_type(), 1);
+            let unread = new_empty_array(field.data_type());
+            let sources: Vec<&dyn Array> = self
+                .chunks
+                .iter()
+                .map(|chunk| {
+                    chunk
+                        .get()
+                        .map_or(unread.as_ref(), |batch| batch.column(column).as_ref())
+                })
+                .chain([pad.as_ref()])
+                .collect();
+            let taken = interleave(&sources, &indices).map_err(|error| {
+                Error::Internal(format!(
+                    "taking {side} rows for join output failed: {error}"
+                ))
+            })?;
+            columns.push(taken);
+        }
+        Ok(())
+    }
+}
+
 /// Builds one output batch of a join with `schema` (from [`output_schema`]): output row `i` is
 /// left row `left_rows[i]` and right row `right_rows[i]`, where `u32::MAX` pads that side with
 /// NULLs. The rows of a side that `how` does not output are ignored (the slice may be empty).
@@ -1544,8 +1682,8 @@ pub fn output_schema(left: &Schema, right: &Schema, how: JoinType) -> SchemaRef 
 pub fn take_output(
     schema: &SchemaRef,
     how: JoinType,
-    left: &RecordBatch,
-    right: &RecordBatch,
+    left: &RowStore,
+    right: &RowStore,
     left_rows: &[u32],
     right_rows: &[u32],
 ) -> Result<RecordBatch> {
@@ -1555,7 +1693,7 @@ pub fn take_output(
     ];
     let mut num_rows = None;
     let mut columns = Vec::with_capacity(schema.fields().len());
-    for (side, batch, rows) in sides {
+    for (side, store, rows) in sides {
         if !how.outputs_side(side) {
             continue;
         }
@@ -1566,7 +1704,7 @@ pub fn take_output(
                 right_rows.len()
             )));
         }
-        take_side(side, batch, rows, &mut columns)?;
+        store.take(side, rows, &mut columns)?;
     }
     if columns.len() != schema.fields().len() {
         return Err(Error::Internal(format!(
@@ -1578,49 +1716,6 @@ pub fn take_output(
     let options = RecordBatchOptions::new().with_row_count(Some(num_rows.unwrap_or(0)));
     RecordBatch::try_new_with_options(schema.clone(), columns, &options)
         .map_err(|error| Error::Internal(format!("assembling join output failed: {error}")))
-}
-
-/// Appends the columns of `batch` taken at `rows` (with `PAD` as NULL) to `columns`.
-fn take_side(
-    side: Side,
-    batch: &RecordBatch,
-    rows: &[u32],
-    columns: &mut Vec<ArrayRef>,
-) -> Result<()> {
-    let len = batch.num_rows();
-    if let Some(&bad) = rows.iter().find(|&&row| row != PAD && row as usize >= len) {
-        return Err(Error::Internal(format!(
-            "join output refers to {side} row {bad}, but the {side} side has {len} rows"
-        )));
-    }
-    let padded = rows.contains(&PAD);
-    if padded && len == 0 {
-        // Nothing to take from: every row is padding.
-        columns.extend(
-            batch
-                .columns()
-                .iter()
-                .map(|column| new_null_array(column.data_type(), rows.len())),
-        );
-        return Ok(());
-    }
-    // Padding slots point at row 0, which exists, so no kernel ever reads out of bounds;
-    // the null mask makes them NULL in the output.
-    let values: Vec<u32> = rows
-        .iter()
-        .map(|&row| if row == PAD { 0 } else { row })
-        .collect();
-    let nulls = padded.then(|| NullBuffer::from_iter(rows.iter().map(|&row| row != PAD)));
-    let indices = UInt32Array::new(values.into(), nulls);
-    for column in batch.columns() {
-        let taken = take(column.as_ref(), &indices, None).map_err(|error| {
-            Error::Internal(format!(
-                "taking {side} rows for join output failed: {error}"
-            ))
-        })?;
-        columns.push(taken);
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2343,11 +2438,12 @@ mod tests {
         ])
         .unwrap();
         let schema = output_schema(left.schema_ref(), right.schema_ref(), JoinType::Full);
+        let (left_store, right_store) = (RowStore::whole(left.clone()), RowStore::whole(right.clone()));
         let out = take_output(
             &schema,
             JoinType::Full,
-            &left,
-            &right,
+            &left_store,
+            &right_store,
             &[0, 1, 2, PAD],
             &[1, PAD, 0, PAD],
         )
@@ -2363,17 +2459,62 @@ mod tests {
         );
 
         // An empty right side pads everything; semi joins ignore the right rows entirely.
-        let empty = RecordBatch::new_empty(right.schema());
+        let empty = RowStore::whole(RecordBatch::new_empty(right.schema()));
         let schema = output_schema(left.schema_ref(), right.schema_ref(), JoinType::Left);
-        let out = take_output(&schema, JoinType::Left, &left, &empty, &[2], &[PAD]).unwrap();
+        let out = take_output(&schema, JoinType::Left, &left_store, &empty, &[2], &[PAD]).unwrap();
         assert_eq!(out.column(2).null_count(), 1);
         let schema = output_schema(left.schema_ref(), right.schema_ref(), JoinType::LeftSemi);
-        let out = take_output(&schema, JoinType::LeftSemi, &left, &right, &[2, 0], &[]).unwrap();
+        let out =
+            take_output(&schema, JoinType::LeftSemi, &left_store, &right_store, &[2, 0], &[])
+                .unwrap();
         assert_eq!(out.num_rows(), 2);
         assert_eq!(out.num_columns(), 2);
 
-        let bad = take_output(&schema, JoinType::LeftSemi, &left, &right, &[3], &[]);
+        let bad = take_output(&schema, JoinType::LeftSemi, &left_store, &right_store, &[3], &[]);
         assert!(matches!(bad, Err(Error::Internal(_))), "{bad:?}");
+    }
+
+    #[test]
+    fn a_chunked_store_gives_the_rows_of_the_whole_batch() {
+        let ids: Vec<Option<i64>> = (0..10).map(|i| (i % 4 != 3).then_some(i)).collect();
+        let names: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
+        let whole = RecordBatch::try_from_iter([
+            ("id", Arc::new(Int64Array::from(ids)) as ArrayRef),
+            ("name", Arc::new(StringArray::from(names)) as ArrayRef),
+        ])
+        .unwrap();
+        let chunked = RowStore::chunked(whole.schema(), 10, 4);
+        // Chunks arrive in any order; a chunk of the wrong size or a second copy is refused.
+        for index in [2, 0, 1] {
+            let start = index * 4;
+            let batch = whole.slice(start, 4.min(10 - start));
+            assert!(chunked.put(index, whole.slice(0, 1)).is_err());
+            chunked.put(index, batch.clone()).unwrap();
+            assert!(chunked.put(index, batch).is_err());
+        }
+        assert!(chunked.put(3, whole.slice(0, 1)).is_err());
+        let rows = [9, PAD, 0, 4, 3, 7, 8, PAD, 1];
+        let right = RowStore::whole(RecordBatch::new_empty(whole.schema()));
+        let schema = output_schema(whole.schema_ref(), whole.schema_ref(), JoinType::Full);
+        let pads = vec![PAD; rows.len()];
+        let expected = take_output(
+            &schema,
+            JoinType::Full,
+            &RowStore::whole(whole.clone()),
+            &right,
+            &rows,
+            &pads,
+        )
+        .unwrap();
+        let got = take_output(&schema, JoinType::Full, &chunked, &right, &rows, &pads).unwrap();
+        assert_eq!(got, expected);
+        assert_eq!(got.column(0).null_count(), 4, "two pads and two NULL ids");
+
+        // A row whose chunk has not been read is a bug, reported as such.
+        let partial = RowStore::chunked(whole.schema(), 10, 4);
+        partial.put(0, whole.slice(0, 4)).unwrap();
+        let early = take_output(&schema, JoinType::Full, &partial, &right, &[5], &[PAD]);
+        assert!(matches!(early, Err(Error::Internal(_))), "{early:?}");
     }
 
     #[test]

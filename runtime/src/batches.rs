@@ -1,0 +1,287 @@
+//! Reads an input file a bounded batch at a time, for joins that stream their inputs: opening
+//! it finds the schema and the row count (from the footer where the format has one, else by one
+//! pass that decodes only the key columns), and each read decodes it again, [`CHUNK_ROWS`] rows
+//! at a time, all columns or only the key columns. Memory stays at a few batches, whatever the
+//! size of the file.
+//!
+//! CSV column types are inferred from every record, as [`read_table`](crate::io::read_table)
+//! does, by a first pass that keeps nothing but the types and the record count.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufReader, Read, Seek};
+use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::compute::concat_batches;
+use arrow::csv::reader::Format as CsvFormat;
+use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
+use arrow::ipc::reader::{FileReader, StreamReader};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
+
+use crate::error::{Error, Result};
+use crate::io::{
+    arrow_read_error, csv_error, find_field, key_kinds, open_input, parquet_read_error,
+    read_error, FileFormat, ARROW_FILE_MAGIC,
+};
+
+/// Rows in each batch a read yields (the last may be shorter).
+pub const CHUNK_ROWS: usize = 64 * 1024;
+
+/// An input file, opened and checked: its schema, its row count and where its key columns are.
+#[derive(Clone, Debug)]
+pub struct InputFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its format.
+    pub format: FileFormat,
+    /// Its columns.
+    pub schema: SchemaRef,
+    /// Its rows.
+    pub rows: u64,
+    /// The indices of the key columns in `schema`, in key order.
+    pub key_indices: Vec<usize>,
+    /// For CSV, the format the types were inferred with.
+    csv: Option<CsvFormat>,
+}
+
+/// An undecoded source of batches, boxed so that every format reads alike.
+type RawBatches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, ArrowError>> + Send>;
+
+impl InputFile {
+    /// Opens `path` as a table in `format` whose key columns are `key_columns`: reads the schema,
+    /// checks that the key columns exist and can be keys, and counts the rows. Missing, empty,
+    /// malformed or corrupt files are [`Error::Input`] naming the file.
+    pub fn open(path: &Path, format: FileFormat, key_columns: &[String]) -> Result<InputFile> {
+        let file = open_input(path)?;
+        fenced(path, format, || {
+            let (schema, rows, csv) = match format {
+                FileFormat::Parquet => {
+                    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+                        .map_err(|error| parquet_read_error(path, error))?;
+                    let rows = builder.metadata().file_metadata().num_rows();
+                    (builder.schema().clone(), rows.max(0) as u64, None)
+                }
+                FileFormat::Csv => {
+                    let csv = CsvFormat::default().with_header(true);
+                    let (schema, records) = csv
+                        .infer_schema(BufReader::new(file), None)
+                        .map_err(|error| csv_error(path, error))?;
+                    if schema.fields().is_empty() {
+                        return Err(Error::Input(format!(
+                            "{}: no header row; the first line must name the columns, \
+                             separated by commas",
+                            path.display()
+                        )));
+                    }
+                    (Arc::new(schema), records as u64, Some(csv))
+                }
+                // The IPC footer has no row counts: count them in a pass over the key columns.
+                FileFormat::ArrowIpc => (ipc_reader(path, file, None)?.0, 0, None),
+            };
+            key_kinds(schema.as_ref(), key_columns, path)?;
+            let key_indices = key_columns
+                .iter()
+                .map(|name| find_field(&schema, name, path).map(|(index, _)| index))
+                .collect::<Result<Vec<_>>>()?;
+            let mut input = InputFile {
+                path: path.to_path_buf(),
+                format,
+                schema,
+                rows,
+                key_indices,
+                csv,
+            };
+            if format == FileFormat::ArrowIpc {
+                let mut rows = 0u64;
+                for batch in input.batches(true)? {
+                    rows += batch?.num_rows() as u64;
+                }
+                input.rows = rows;
+            }
+            Ok(input)
+        })
+    }
+
+    /// The file's rows in order, [`CHUNK_ROWS`] to a batch (the last may be shorter); with
+    /// `keys_only`, batches hold only the key columns. Decoding errors are [`Error::Input`]
+    /// naming the file, and end the batches.
+    pub fn batches(&self, keys_only: bool) -> Result<Batches> {
+        let path = self.path.as_path();
+        let file = open_input(path)?;
+        let projection = keys_only.then(|| {
+            let mut indices = self.key_indices.clone();
+            indices.sort_unstable();
+            indices.dedup();
+            indices
+        });
+        let raw: RawBatches = fenced(path, self.format, || match self.format {
+            FileFormat::Parquet => {
+                let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+                    .map_err(|error| parquet_read_error(path, error))?;
+                let builder = match &projection {
+                    Some(indices) => {
+                        let mask =
+                            ProjectionMask::roots(builder.parquet_schema(), indices.iter().copied());
+                        builder.with_projection(mask)
+                    }
+                    None => builder,
+                };
+                let reader = builder
+                    .with_batch_size(CHUNK_ROWS)
+                    .build()
+                    .map_err(|error| parquet_read_error(path, error))?;
+                Ok(Box::new(reader) as RawBatches)
+            }
+            FileFormat::ArrowIpc => Ok(ipc_reader(path, file, projection.clone())?.1),
+            FileFormat::Csv => {
+                let mut builder = arrow::csv::ReaderBuilder::new(Arc::clone(&self.schema))
+                    .with_format(self.csv.clone().unwrap_or_default().with_header(true))
+                    .with_batch_size(CHUNK_ROWS);
+                if let Some(indices) = &projection {
+                    builder = builder.with_projection(indices.clone());
+                }
+                let reader = builder
+                    .build(BufReader::new(file))
+                    .map_err(|error| csv_error(path, error))?;
+                Ok(Box::new(reader) as RawBatches)
+            }
+        })?;
+        Ok(Batches {
+            raw,
+            path: self.path.clone(),
+            format: self.format,
+            pending: VecDeque::new(),
+            pending_rows: 0,
+            done: false,
+        })
+    }
+}
+
+/// Opens an Arrow IPC file or stream: its schema and its batches.
+fn ipc_reader(
+    path: &Path,
+    mut file: File,
+    projection: Option<Vec<usize>>,
+) -> Result<(SchemaRef, RawBatches)> {
+    // The IPC file format opens with a magic; anything else may still be an IPC stream.
+    let mut magic = [0u8; ARROW_FILE_MAGIC.len()];
+    let is_file_format = file.read_exact(&mut magic).is_ok() && &magic == ARROW_FILE_MAGIC;
+    file.rewind().map_err(|error| read_error(path, error))?;
+    let corrupt = |error| arrow_read_error(path, FileFormat::ArrowIpc, error);
+    if is_file_format {
+        let reader = FileReader::try_new_buffered(file, projection).map_err(corrupt)?;
+        Ok((reader.schema(), Box::new(reader)))
+    } else {
+        let reader = StreamReader::try_new_buffered(file, projection).map_err(corrupt)?;
+        Ok((reader.schema(), Box::new(reader)))
+    }
+}
+
+/// Runs a decoder step: decoders of third-party crates have panicked on corrupt input before,
+/// and a bad file must be an error message, never a crashed run.
+fn fenced<T>(path: &Path, format: FileFormat, step: impl FnOnce() -> Result<T>) -> Result<T> {
+    panic::catch_unwind(AssertUnwindSafe(step)).unwrap_or_else(|_| {
+        Err(Error::Input(format!(
+            "{}: the {format} decoder failed on this file, so it is corrupt or not {format}; \
+             re-export it",
+            path.display()
+        )))
+    })
+}
+
+/// The batches of an [`InputFile`], [`CHUNK_ROWS`] rows each but the last.
+pub struct Batches {
+    raw: RawBatches,
+    path: PathBuf,
+    format: FileFormat,
+    /// Decoded rows not yet handed out, in order.
+    pending: VecDeque<RecordBatch>,
+    pending_rows: usize,
+    /// Whether the decoder has nothing more (or failed).
+    done: bool,
+}
+
+impl Batches {
+    /// The next `CHUNK_ROWS` pending rows (fewer at the end) as one batch.
+    fn take_chunk(&mut self) -> Result<RecordBatch> {
+        let want = CHUNK_ROWS.min(self.pending_rows);
+        self.pending_rows -= want;
+        if self.pending.front().map(RecordBatch::num_rows) == Some(want) {
+            return Ok(self.pending.pop_front().expect("a pending batch"));
+        }
+        let mut parts = Vec::new();
+        let mut missing = want;
+        while missing > 0 {
+            let first = self.pending.pop_front().expect("pending rows");
+            let rows = first.num_rows();
+            if rows <= missing {
+                missing -= rows;
+                parts.push(first);
+            } else {
+                parts.push(first.slice(0, missing));
+                self.pending.push_front(first.slice(missing, rows - missing));
+                missing = 0;
+            }
+        }
+        concat_batches(&parts[0].schema(), &parts).map_err(|error| {
+            Error::Input(format!(
+                "{}: its batches do not fit together ({error}); re-export the file",
+                self.path.display()
+            ))
+        })
+    }
+}
+
+impl Iterator for Batches {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Result<RecordBatch>> {
+        loop {
+            if self.pending_rows >= CHUNK_ROWS || (self.done && self.pending_rows > 0) {
+                return Some(self.take_chunk());
+            }
+            if self.done {
+                return None;
+            }
+            let (path, format) = (self.path.clone(), self.format);
+            let raw = &mut self.raw;
+            match fenced(&path, format, || Ok(raw.next())) {
+                Ok(None) => self.done = true,
+                Ok(Some(Ok(batch))) => {
+                    if batch.num_rows() > 0 {
+                        self.pending_rows += batch.num_rows();
+                        self.pending.push_back(batch);
+                    }
+                }
+                Ok(Some(Err(error))) => {
+                    self.done = true;
+                    return Some(Err(decode_error(&path, format, error)));
+                }
+                Err(error) => {
+                    self.done = true;
+                    return Some(Err(error));
+                }
+            }
+        }
+    }
+}
+
+/// A failed decode, in our message style for the format.
+fn decode_error(path: &Path, format: FileFormat, error: ArrowError) -> Error {
+    match format {
+        FileFormat::Csv => csv_error(path, error),
+        _ => arrow_read_error(path, format, error),
+    }
+}
+
+// Batches move to the worker thread that reads them.
+const _: fn() = || {
+    fn assert_send<T: Send>() {}
+    assert_send::<Batches>();
+};
+
