@@ -214,9 +214,9 @@ impl<K: JoinKey, R: RowSource<K>> Feed<K> for StreamFeed<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::am_join::AmParams;
     use crate::exec::{execute, CollectSink, JoinJob};
     use crate::strategy::Resolved;
-    use crate::am_join::AmParams;
     use skewjoin_operators::tree_join::TreeParams;
     use skewjoin_operators::Key;
 

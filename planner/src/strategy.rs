@@ -464,54 +464,77 @@ pub fn smaller_side(inputs: &PlanInputs) -> Side {
 }
 
 /// Why `auto` should run AM-Join instead of Shuffle-Join on these keys, or `None` when hash
-/// partitioning is fine: some key alone would give its hash partition more than half a fair
-/// share of the output (its `n_L x n_R` pairs against `OUT / P`) or of one side's input. Exact
-/// counts over the keys, one pass each side.
+/// partitioning is fine: see [`KeyTally::skew_reason`].
 pub fn skew_reason<K: JoinKey>(left: &[K], right: &[K], partitions: usize) -> Option<String> {
-    fn count<K: JoinKey>(keys: &[K]) -> rustc_hash::FxHashMap<&K, u64> {
-        let mut counts: rustc_hash::FxHashMap<&K, u64> = Default::default();
-        for key in keys.iter().filter(|k| !k.is_null()) {
-            *counts.entry(key).or_insert(0) += 1;
-        }
-        counts
-    }
-    let (lc, rc) = (count(left), count(right));
-    let partitions = partitions.max(1) as f64;
-    let output: f64 = lc
+    let mut tally = KeyTally::default();
+    left.iter()
+        .for_each(|key| tally.add(Side::Left, key.clone()));
+    right
         .iter()
-        .filter_map(|(k, l)| rc.get(k).map(|r| (*l * *r) as f64))
-        .sum();
-    let fair_output = output / partitions;
-    let (fair_left, fair_right) = (
-        left.len() as f64 / partitions,
-        right.len() as f64 / partitions,
-    );
-    let mut worst: Option<(f64, String)> = None;
-    for (key, &l) in &lc {
-        let r = rc.get(key).copied().unwrap_or(0);
-        let shares = [
-            ((l * r) as f64 / fair_output.max(1.0), "output"),
-            (l as f64 / fair_left.max(1.0), "left input"),
-        ];
-        for (share, what) in shares {
-            if share > 0.5 && worst.as_ref().is_none_or(|w| share > w.0) {
-                worst = Some((
-                    share,
-                    format!("key {key:?} alone is {share:.1} fair shares of the {what}"),
-                ));
+        .for_each(|key| tally.add(Side::Right, key.clone()));
+    tally.skew_reason(partitions)
+}
+
+/// Exact key counts of both inputs, gathered a key at a time (so a streamed input need not be
+/// held), for `auto`'s skew check. One map holds both sides' counts, so the check is one pass
+/// over it: at 10^7 distinct keys a side, this is what the check costs.
+#[derive(Debug)]
+pub struct KeyTally<K> {
+    counts: rustc_hash::FxHashMap<K, [u64; 2]>,
+    /// Rows of each side, NULL keys included.
+    rows: [u64; 2],
+}
+
+impl<K> Default for KeyTally<K> {
+    fn default() -> Self {
+        KeyTally {
+            counts: Default::default(),
+            rows: [0; 2],
+        }
+    }
+}
+
+impl<K: JoinKey> KeyTally<K> {
+    /// Counts one row of `side` with key `key`.
+    #[inline]
+    pub fn add(&mut self, side: Side, key: K) {
+        let index = match side {
+            Side::Left => 0,
+            Side::Right => 1,
+        };
+        self.rows[index] += 1;
+        if !key.is_null() {
+            self.counts.entry(key).or_default()[index] += 1;
+        }
+    }
+
+    /// Why `auto` should run AM-Join instead of Shuffle-Join on the counted keys, or `None`
+    /// when hash partitioning is fine: some key alone would give its hash partition more than
+    /// half a fair share of the output (its `n_L x n_R` pairs against `OUT / P`) or of one
+    /// side's input.
+    pub fn skew_reason(&self, partitions: usize) -> Option<String> {
+        let partitions = partitions.max(1) as f64;
+        let output: f64 = self.counts.values().map(|&[l, r]| (l * r) as f64).sum();
+        let fair_output = (output / partitions).max(1.0);
+        let fair_left = (self.rows[0] as f64 / partitions).max(1.0);
+        let fair_right = (self.rows[1] as f64 / partitions).max(1.0);
+        let mut worst: Option<(f64, &K, &str)> = None;
+        for (key, &[l, r]) in &self.counts {
+            let shares = [
+                ((l * r) as f64 / fair_output, "output"),
+                (l as f64 / fair_left, "left input"),
+                (r as f64 / fair_right, "right input"),
+            ];
+            for (share, what) in shares {
+                if share > 0.5 && worst.is_none_or(|w| share > w.0) {
+                    worst = Some((share, key, what));
+                }
             }
         }
+        worst.map(|(share, key, what)| {
+            format!("key {key:?} alone is {share:.1} fair shares of the {what}")
+        })
     }
-    for (key, &r) in &rc {
-        let share = r as f64 / fair_right.max(1.0);
-        if share > 0.5 && worst.as_ref().is_none_or(|w| share > w.0) {
-            worst = Some((
-                share,
-                format!("key {key:?} alone is {share:.1} fair shares of the right input"),
-            ));
-        }
-    }
-    worst.map(|(_, reason)| reason)
 }
 
 /// Broadcast when the copied side is small in absolute terms (within the limit) and copying it

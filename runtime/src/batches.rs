@@ -25,8 +25,8 @@ use parquet::arrow::ProjectionMask;
 
 use crate::error::{Error, Result};
 use crate::io::{
-    arrow_read_error, csv_error, find_field, key_kinds, open_input, parquet_read_error,
-    read_error, FileFormat, ARROW_FILE_MAGIC,
+    arrow_read_error, csv_error, find_field, key_kinds, open_input, parquet_read_error, read_error,
+    FileFormat, ARROW_FILE_MAGIC,
 };
 
 /// Rows in each batch a read yields (the last may be shorter).
@@ -125,8 +125,10 @@ impl InputFile {
                     .map_err(|error| parquet_read_error(path, error))?;
                 let builder = match &projection {
                     Some(indices) => {
-                        let mask =
-                            ProjectionMask::roots(builder.parquet_schema(), indices.iter().copied());
+                        let mask = ProjectionMask::roots(
+                            builder.parquet_schema(),
+                            indices.iter().copied(),
+                        );
                         builder.with_projection(mask)
                     }
                     None => builder,
@@ -224,7 +226,8 @@ impl Batches {
                 parts.push(first);
             } else {
                 parts.push(first.slice(0, missing));
-                self.pending.push_front(first.slice(missing, rows - missing));
+                self.pending
+                    .push_front(first.slice(missing, rows - missing));
                 missing = 0;
             }
         }
@@ -285,3 +288,130 @@ const _: fn() = || {
     assert_send::<Batches>();
 };
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{read_table, write_table};
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
+    use arrow::ipc::writer::FileWriter;
+    use tempfile::TempDir;
+
+    /// 150,000 rows (two full chunks and a short one), with NULL keys and text.
+    fn table() -> RecordBatch {
+        let rows = 2 * CHUNK_ROWS + 18_928;
+        let keys: Vec<Option<i64>> = (0..rows as i64)
+            .map(|i| (i % 97 != 0).then_some(i % 1000))
+            .collect();
+        let names: Vec<String> = (0..rows).map(|i| format!("row {i}")).collect();
+        RecordBatch::try_from_iter([
+            ("key", Arc::new(Int64Array::from(keys)) as ArrayRef),
+            ("name", Arc::new(StringArray::from(names)) as ArrayRef),
+        ])
+        .unwrap()
+    }
+
+    fn key() -> Vec<String> {
+        vec!["key".to_string()]
+    }
+
+    /// Streams `path` and checks it against reading it whole: the row count, full chunks but
+    /// the last, the same rows in order, and key-only batches of the key column alone.
+    fn check_streams_the_whole_table(path: &Path, format: FileFormat) {
+        let whole = read_table(path, format).unwrap();
+        let input = InputFile::open(path, format, &key()).unwrap();
+        assert_eq!(input.rows, whole.num_rows() as u64, "{format}");
+        let batches: Vec<RecordBatch> = input.batches(false).unwrap().map(Result::unwrap).collect();
+        let sizes: Vec<usize> = batches.iter().map(RecordBatch::num_rows).collect();
+        assert_eq!(sizes, [CHUNK_ROWS, CHUNK_ROWS, 18_928], "{format}");
+        assert_eq!(
+            concat_batches(&input.schema, &batches).unwrap(),
+            whole,
+            "{format}"
+        );
+        let keys: Vec<RecordBatch> = input.batches(true).unwrap().map(Result::unwrap).collect();
+        assert!(
+            keys.iter().all(|batch| batch.num_columns() == 1),
+            "{format}"
+        );
+        let keys = concat_batches(&keys[0].schema(), &keys).unwrap();
+        assert_eq!(keys.column(0), whole.column(0), "{format}");
+    }
+
+    #[test]
+    fn every_format_streams_the_whole_table_in_chunks() {
+        let dir = TempDir::new().unwrap();
+        for (name, format) in [
+            ("t.parquet", FileFormat::Parquet),
+            ("t.csv", FileFormat::Csv),
+            ("t.arrow", FileFormat::ArrowIpc),
+        ] {
+            let path = dir.path().join(name);
+            write_table(&path, format, &table()).unwrap();
+            check_streams_the_whole_table(&path, format);
+        }
+    }
+
+    #[test]
+    fn batches_of_any_size_are_cut_into_chunks() {
+        // An IPC file of batches that straddle chunk boundaries, and some empty ones.
+        let dir = TempDir::new().unwrap();
+        let path = dir.path().join("odd.arrow");
+        let whole = table();
+        let mut writer =
+            FileWriter::try_new(File::create(&path).unwrap(), &whole.schema()).unwrap();
+        let mut offset = 0;
+        for size in [0, 1, 40_000, 0, 65_535, 3, 44_386].into_iter().cycle() {
+            let size = size.min(whole.num_rows() - offset);
+            writer.write(&whole.slice(offset, size)).unwrap();
+            offset += size;
+            if offset == whole.num_rows() {
+                break;
+            }
+        }
+        writer.finish().unwrap();
+        check_streams_the_whole_table(&path, FileFormat::ArrowIpc);
+    }
+
+    #[test]
+    fn a_corrupt_page_is_an_input_error_while_streaming() {
+        let dir = TempDir::new().unwrap();
+        let path = dir.path().join("t.parquet");
+        write_table(&path, FileFormat::Parquet, &table()).unwrap();
+        // Overwrite the middle of the file, well inside the data pages: the footer still opens.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle..middle + 4096].fill(0xA5);
+        std::fs::write(&path, &bytes).unwrap();
+        let input = InputFile::open(&path, FileFormat::Parquet, &key()).unwrap();
+        let results: Vec<Result<RecordBatch>> = input.batches(false).unwrap().collect();
+        let error = results
+            .into_iter()
+            .find_map(Result::err)
+            .expect("a corrupt page is reported");
+        match error {
+            Error::Input(message) => assert!(message.contains("t.parquet"), "{message}"),
+            other => panic!("not an input error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn opening_checks_the_key_columns_and_counts_rows() {
+        let dir = TempDir::new().unwrap();
+        let path = dir.path().join("t.csv");
+        std::fs::write(&path, "key,name\n").unwrap();
+        let input = InputFile::open(&path, FileFormat::Csv, &key()).unwrap();
+        assert_eq!(input.rows, 0);
+        assert_eq!(input.batches(false).unwrap().count(), 0);
+        let missing = InputFile::open(&path, FileFormat::Csv, &["nope".to_string()]).unwrap_err();
+        assert!(
+            matches!(&missing, Error::Input(m) if m.contains("nope")),
+            "{missing:?}"
+        );
+        std::fs::write(&path, "").unwrap();
+        let empty = InputFile::open(&path, FileFormat::Csv, &key()).unwrap_err();
+        assert!(
+            matches!(&empty, Error::Input(m) if m.contains("empty")),
+            "{empty:?}"
+        );
+    }
+}

@@ -11,7 +11,7 @@ use skewjoin_operators::{JoinType, Key, Partitioning, Side};
 use skewjoin_planner::cost::{predict, KeyStats};
 use skewjoin_planner::datagen::pavlo::{generate_pavlo, PavloSpec};
 use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
-use skewjoin_planner::strategy::skew_reason;
+use skewjoin_planner::strategy::{skew_reason, KeyTally};
 use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
 
 use crate::cli::{DemoArgs, ExplainArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
@@ -191,13 +191,13 @@ impl Inputs {
     }
 }
 
-/// Reads the keys of a streamed input, a batch at a time, for the skew check of `auto`.
-fn read_keys(side: &StreamSide) -> Result<Vec<Key>> {
-    let mut keys = Vec::with_capacity(side.input.rows as usize);
-    for batch in side.input.batches(true)? {
-        keys.extend(extract_keys(&batch?, &side.key_columns, &side.input.path)?);
+/// Counts the keys of a streamed input, a batch at a time, for the skew check of `auto`.
+fn tally_keys(input: &StreamSide, side: Side, tally: &mut KeyTally<Key>) -> Result<()> {
+    for batch in input.input.batches(true)? {
+        let keys = extract_keys(&batch?, &input.key_columns, &input.input.path)?;
+        keys.into_iter().for_each(|key| tally.add(side, key));
     }
-    Ok(keys)
+    Ok(())
 }
 
 /// A join with its inputs loaded or opened, and its strategy chosen.
@@ -302,9 +302,11 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
             Inputs::Streamed(left, right) => {
                 progress.say("reading the keys to check them for skew");
                 let keys_start = Instant::now();
-                let (left, right) = (read_keys(left)?, read_keys(right)?);
+                let mut tally = KeyTally::default();
+                tally_keys(left, Side::Left, &mut tally)?;
+                tally_keys(right, Side::Right, &mut tally)?;
                 read_seconds += keys_start.elapsed().as_secs_f64();
-                skew_reason(&left, &right, partitions)
+                tally.skew_reason(partitions)
             }
         };
         if let Some(reason) = skew {

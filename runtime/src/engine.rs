@@ -22,8 +22,9 @@ use skewjoin_planner::exec_stream::{execute_stream, RowSource, StreamJob};
 use skewjoin_planner::report::StrategyReport;
 use skewjoin_planner::Resolved;
 
-use crate::error::{Error, Result};
 use crate::batches::{InputFile, CHUNK_ROWS};
+use crate::error::{Error, Result};
+use crate::interrupt;
 use crate::io::{extract_keys, row_hashes, take_output, FileFormat, OutputWriter, RowStore};
 
 /// One side of a join, loaded.
@@ -221,6 +222,11 @@ impl StreamSide {
 /// [`execute_stream`]): without an output, no input row is held but as the strategy's record;
 /// with one, each side's rows are kept (as Arrow) for the output rows. With an output target,
 /// the file is complete and in place when this returns `Ok`, and absent when it returns an error.
+///
+/// An input that turns out to be bad while it is read (a corrupt page past the footer) stops the
+/// process at once, with that error's message and exit code, after removing every unfinished
+/// output file ([`interrupt::abort`]): the join cannot succeed, and the work the rows already
+/// read have started (a hot key's pairs) could take long to finish.
 pub fn run_stream(
     left: StreamSide,
     right: StreamSide,
@@ -250,40 +256,20 @@ pub fn run_stream(
             (left, output.is_some().then(|| Arc::clone(&stores.0))),
             (right, output.is_some().then(|| Arc::clone(&stores.1))),
         ],
-        failure: Mutex::new(None),
     });
-    let reading = Arc::clone(&source);
-    let result = run_with(plan, stores, output, progress, |make_sink| {
-        execute_stream(job, reading, make_sink)
-    });
-    // A read that failed stopped its side's rows and so failed the join: its error is the one to
-    // report, with its kind (bad input, failed disk).
-    let failure = source
-        .failure
-        .lock()
-        .map_err(|_| Error::Internal("a reader panicked".into()))?
-        .take();
-    match failure {
-        Some(error) => Err(error),
-        None => result,
-    }
+    run_with(plan, stores, output, progress, |make_sink| {
+        execute_stream(job, source, make_sink)
+    })
 }
 
 /// Both inputs of a streamed join, read by the workers that feed them.
 struct FileSource {
     /// Each side, with the store its rows go to when the output needs them.
     sides: [(StreamSide, Option<Arc<RowStore>>); 2],
-    /// The first read that failed.
-    failure: Mutex<Option<Error>>,
 }
 
 impl FileSource {
-    fn read_side(
-        &self,
-        side: Side,
-        keys_only: bool,
-        send: &mut dyn FnMut(Key, u64),
-    ) -> Result<()> {
+    fn read_side(&self, side: Side, keys_only: bool, send: &mut dyn FnMut(Key, u64)) -> Result<()> {
         let (input, store) = match side {
             Side::Left => &self.sides[0],
             Side::Right => &self.sides[1],
@@ -315,13 +301,8 @@ impl RowSource<Key> for FileSource {
         keys_only: bool,
         send: &mut dyn FnMut(Key, u64),
     ) -> std::result::Result<(), String> {
-        self.read_side(side, keys_only, send).map_err(|error| {
-            let message = error.to_string();
-            if let Ok(mut failure) = self.failure.lock() {
-                failure.get_or_insert(error);
-            }
-            message
-        })
+        self.read_side(side, keys_only, send)
+            .map_err(|error| interrupt::abort(error.exit_code(), &error.to_string()))
     }
 }
 

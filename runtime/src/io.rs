@@ -17,8 +17,7 @@ use std::sync::{Arc, OnceLock};
 
 use arrow::array::{
     new_empty_array, new_null_array, Array, ArrayRef, AsArray, Int64Array, LargeStringArray,
-    RecordBatch,
-    RecordBatchOptions, StringArray, StringViewArray, UInt32Array,
+    RecordBatch, RecordBatchOptions, StringArray, StringViewArray, UInt32Array,
 };
 use arrow::buffer::NullBuffer;
 use arrow::compute::{cast, concat_batches, interleave, take};
@@ -1089,7 +1088,11 @@ fn key_kind(data_type: &DataType) -> Option<KeyKind> {
 }
 
 /// The index and field of column `name`, or an error listing the columns there are.
-pub(crate) fn find_field<'a>(schema: &'a Schema, name: &str, path: &Path) -> Result<(usize, &'a Field)> {
+pub(crate) fn find_field<'a>(
+    schema: &'a Schema,
+    name: &str,
+    path: &Path,
+) -> Result<(usize, &'a Field)> {
     if let Some(found) = schema.column_with_name(name) {
         return Ok(found);
     }
@@ -1568,7 +1571,9 @@ impl RowStore {
             schema,
             chunk_rows,
             rows,
-            chunks: (0..rows.div_ceil(chunk_rows)).map(|_| OnceLock::new()).collect(),
+            chunks: (0..rows.div_ceil(chunk_rows))
+                .map(|_| OnceLock::new())
+                .collect(),
         }
     }
 
@@ -1591,7 +1596,10 @@ impl RowStore {
     /// Appends the columns of the rows `rows` (with `PAD` as NULL) to `columns`.
     fn take(&self, side: Side, rows: &[u32], columns: &mut Vec<ArrayRef>) -> Result<()> {
         let len = self.rows;
-        if let Some(&bad) = rows.iter().find(|&&row| row != PAD && u64::from(row) >= len) {
+        if let Some(&bad) = rows
+            .iter()
+            .find(|&&row| row != PAD && u64::from(row) >= len)
+        {
             return Err(Error::Internal(format!(
                 "join output refers to {side} row {bad}, but the {side} side has {len} rows"
             )));
@@ -2218,6 +2226,46 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 500, ..Default::default() })]
+        /// Streaming a CSV file gives exactly the table that reading it whole gives, in chunks;
+        /// a file that cannot be read whole fails when opened or while streamed, never panics.
+        #[test]
+        fn streamed_csv_is_the_whole_table(bytes in csv_like_bytes()) {
+            use crate::batches::{InputFile, CHUNK_ROWS};
+            let dir = TempDir::new().unwrap();
+            let path = write_bytes(&dir, "fuzz.csv", &bytes);
+            let whole = read_table(&path, FileFormat::Csv);
+            let key = whole.as_ref().ok().and_then(|batch| {
+                batch.schema().fields().iter().map(|f| f.name().clone()).find(|name| {
+                    extract_keys(batch, std::slice::from_ref(name), &path).is_ok()
+                })
+            });
+            let streamed = InputFile::open(&path, FileFormat::Csv, &[key.clone().unwrap_or_else(|| "c0".into())])
+                .and_then(|input| {
+                    let batches = input.batches(false)?.collect::<Result<Vec<_>>>()?;
+                    Ok((input, batches))
+                });
+            match (whole, key, streamed) {
+                (Ok(batch), Some(_), Ok((input, batches))) => {
+                    proptest::prop_assert_eq!(input.rows, batch.num_rows() as u64);
+                    proptest::prop_assert!(batches.iter().rev().skip(1).all(|b| b.num_rows() == CHUNK_ROWS));
+                    let joined = concat(&path, &input.schema, &batches).unwrap();
+                    proptest::prop_assert_eq!(joined, batch);
+                }
+                (Ok(_), Some(_), Err(error)) => {
+                    proptest::prop_assert!(false, "read whole but not streamed: {}", error);
+                }
+                (_, _, Err(Error::Input(message))) => {
+                    proptest::prop_assert!(message.contains("fuzz.csv"), "{}", message);
+                }
+                (Err(_), _, Ok(_)) => proptest::prop_assert!(false, "streamed a file that cannot be read"),
+                (_, _, Err(other)) => proptest::prop_assert!(false, "not an input error: {:?}", other),
+                (Ok(_), None, Ok(_)) => {}
+            }
+        }
+    }
+
     #[test]
     fn key_type_mismatch_names_both_columns() {
         let left = Schema::new(vec![Field::new("id", DataType::Int64, false)]);
@@ -2438,7 +2486,10 @@ mod tests {
         ])
         .unwrap();
         let schema = output_schema(left.schema_ref(), right.schema_ref(), JoinType::Full);
-        let (left_store, right_store) = (RowStore::whole(left.clone()), RowStore::whole(right.clone()));
+        let (left_store, right_store) = (
+            RowStore::whole(left.clone()),
+            RowStore::whole(right.clone()),
+        );
         let out = take_output(
             &schema,
             JoinType::Full,
@@ -2464,13 +2515,26 @@ mod tests {
         let out = take_output(&schema, JoinType::Left, &left_store, &empty, &[2], &[PAD]).unwrap();
         assert_eq!(out.column(2).null_count(), 1);
         let schema = output_schema(left.schema_ref(), right.schema_ref(), JoinType::LeftSemi);
-        let out =
-            take_output(&schema, JoinType::LeftSemi, &left_store, &right_store, &[2, 0], &[])
-                .unwrap();
+        let out = take_output(
+            &schema,
+            JoinType::LeftSemi,
+            &left_store,
+            &right_store,
+            &[2, 0],
+            &[],
+        )
+        .unwrap();
         assert_eq!(out.num_rows(), 2);
         assert_eq!(out.num_columns(), 2);
 
-        let bad = take_output(&schema, JoinType::LeftSemi, &left_store, &right_store, &[3], &[]);
+        let bad = take_output(
+            &schema,
+            JoinType::LeftSemi,
+            &left_store,
+            &right_store,
+            &[3],
+            &[],
+        );
         assert!(matches!(bad, Err(Error::Internal(_))), "{bad:?}");
     }
 

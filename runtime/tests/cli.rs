@@ -1010,6 +1010,42 @@ fn a_csv_line_with_the_wrong_field_count_is_exit_code_3() {
 }
 
 #[test]
+fn a_corrupt_page_found_while_joining_is_exit_code_3_and_leaves_no_output() {
+    // Inputs are read while the join runs, so a bad data page (the footer is fine) is found
+    // mid-join: in the join itself (shuffle) or in AM-Join's key statistics before it.
+    let dir = TempDir::new().unwrap();
+    skewjoin(
+        dir.path(),
+        &["gen", "--out", "data", "--rows", "300000", "--keys", "1000"],
+    )
+    .success();
+    let left = dir.path().join("data/left.parquet");
+    let mut bytes = std::fs::read(&left).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle..middle + 8192].fill(0xA5);
+    std::fs::write(&left, &bytes).unwrap();
+    for strategy in ["shuffle", "am"] {
+        join_fails(
+            &dir,
+            &[
+                "data/left.parquet",
+                "data/right.parquet",
+                "--on",
+                "key",
+                "--strategy",
+                strategy,
+                "--workers",
+                "2",
+                "-o",
+                "out.parquet",
+            ],
+            3,
+            &["data/left.parquet", "corrupt"],
+        );
+    }
+}
+
+#[test]
 fn an_output_in_a_missing_directory_is_exit_code_4() {
     let dir = dir_with(&[("left.csv", SMALL_LEFT), ("right.csv", SMALL_RIGHT)]);
     join_fails(
