@@ -494,6 +494,10 @@ fn send_home<'s, K: JoinKey, V: RowValue>(
     })
 }
 
+/// What AM-Join's first phase finds: the hot keys with both counts, and with Space-Saving the
+/// summaries' floors.
+type KeyStatistics<K> = (Vec<KeyCount<K>>, Option<(u64, u64)>);
+
 /// AM-Join's first phase, a dataflow of its own: key counts of both inputs (exact, or estimated
 /// by Space-Saving summaries), and the keys above the statistics thresholds with both counts, as
 /// every worker receives them; with Space-Saving, also the summaries' floors.
@@ -503,7 +507,7 @@ pub(crate) fn key_statistics<K: JoinKey>(
     partitioning: &Partitioning,
     totals: (u64, u64),
     params: &AmParams,
-) -> Result<(Vec<KeyCount<K>>, Option<(u64, u64)>), String> {
+) -> Result<KeyStatistics<K>, String> {
     let thresholds = params.stats_thresholds(totals.0, totals.1, partitioning.partitions());
     let hot = Rc::new(RefCell::new(Vec::new()));
     let floors = Rc::new(RefCell::new(None));
