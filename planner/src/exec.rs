@@ -236,11 +236,19 @@ where
             sink,
         )
     })?;
+    gather(guards.join(), partitions, start)
+}
 
+/// Sums what the workers of a job produced, in worker order; the first error if any failed.
+pub(crate) fn gather<S>(
+    results: Vec<Result<Result<WorkerOutput<S>, String>, String>>,
+    partitions: usize,
+    start: Instant,
+) -> Result<JobOutput<S>, String> {
     let mut loads = LoadReport::new(partitions);
-    let mut summaries = Vec::with_capacity(workers);
+    let mut summaries = Vec::with_capacity(results.len());
     let mut report = StrategyReport::default();
-    for result in guards.join() {
+    for result in results {
         let output = result??;
         loads.add(&output.loads);
         summaries.push(output.summary);

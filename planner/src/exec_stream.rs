@@ -44,11 +44,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use skewjoin_operators::{JoinKey, JoinType, LoadReport, Partitioning, Side};
+use skewjoin_operators::{JoinKey, JoinType, Partitioning, Side};
 use timely::worker::Worker;
 
-use crate::exec::{row_ref, run_worker, Feed, JobKind, JobOutput, PairSink, RowHomes, FEED_CHUNK};
-use crate::report::StrategyReport;
+use crate::exec::{
+    gather, row_ref, run_worker, Feed, JobKind, JobOutput, PairSink, RowHomes, FEED_CHUNK,
+};
 use crate::strategy::Resolved;
 
 /// Where a streaming job's rows come from.
@@ -134,32 +135,7 @@ where
             sink,
         )
     })?;
-
-    let mut loads = LoadReport::new(job.partitions);
-    let mut summaries = Vec::with_capacity(job.workers);
-    let mut report = StrategyReport::default();
-    let mut failure = None;
-    for result in guards.join() {
-        match result? {
-            Ok(output) => {
-                loads.add(&output.loads);
-                summaries.push(output.summary);
-                report.merge(output.report);
-            }
-            Err(error) => {
-                failure.get_or_insert(error);
-            }
-        }
-    }
-    if let Some(error) = failure {
-        return Err(error);
-    }
-    Ok(JobOutput {
-        loads,
-        summaries,
-        elapsed: start.elapsed(),
-        report,
-    })
+    gather(guards.join(), job.partitions, start)
 }
 
 /// A worker's rows of a streaming job: all of a side's rows if it reads that side, else none.
@@ -218,7 +194,7 @@ mod tests {
     use crate::exec::{execute, CollectSink, JoinJob};
     use crate::strategy::Resolved;
     use skewjoin_operators::tree_join::TreeParams;
-    use skewjoin_operators::Key;
+    use skewjoin_operators::{Key, LoadReport};
 
     /// Rows from memory, read a side at a time as a file would be.
     struct Memory {

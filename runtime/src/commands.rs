@@ -371,6 +371,10 @@ fn run_prepared(args: &JoinArgs, prepared: Prepared, progress: &mut Progress) ->
         _ => None,
     };
     let counter = progress.output_counter();
+    let read = match &inputs {
+        Inputs::Streamed(..) => progress.read_counter(rows.0 + rows.1),
+        Inputs::Loaded(..) => None,
+    };
     progress.watch(&counter);
     progress.say(&format!(
         "joining with the {} strategy on {workers} workers, {partitions} partitions",
@@ -384,7 +388,9 @@ fn run_prepared(args: &JoinArgs, prepared: Prepared, progress: &mut Progress) ->
     };
     let report = match inputs {
         Inputs::Loaded(left, right) => engine::run(left, right, plan, output, counter)?,
-        Inputs::Streamed(left, right) => engine::run_stream(left, right, plan, output, counter)?,
+        Inputs::Streamed(left, right) => {
+            engine::run_stream(left, right, plan, output, counter, read)?
+        }
     };
     progress.finish();
     let metrics = metrics_for(

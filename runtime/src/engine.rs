@@ -227,12 +227,15 @@ impl StreamSide {
 /// process at once, with that error's message and exit code, after removing every unfinished
 /// output file ([`interrupt::abort`]): the join cannot succeed, and the work the rows already
 /// read have started (a hot key's pairs) could take long to finish.
+///
+/// `progress` counts output rows as they are produced, `read` input rows as they are read.
 pub fn run_stream(
     left: StreamSide,
     right: StreamSide,
     plan: JoinPlan,
     output: Option<OutputTarget>,
     progress: Option<Arc<AtomicU64>>,
+    read: Option<Arc<AtomicU64>>,
 ) -> Result<RunReport> {
     let store = |side: &StreamSide| {
         let rows = if output.is_some() { side.input.rows } else { 0 };
@@ -256,6 +259,7 @@ pub fn run_stream(
             (left, output.is_some().then(|| Arc::clone(&stores.0))),
             (right, output.is_some().then(|| Arc::clone(&stores.1))),
         ],
+        read,
     });
     run_with(plan, stores, output, progress, |make_sink| {
         execute_stream(job, source, make_sink)
@@ -266,6 +270,8 @@ pub fn run_stream(
 struct FileSource {
     /// Each side, with the store its rows go to when the output needs them.
     sides: [(StreamSide, Option<Arc<RowStore>>); 2],
+    /// Counts the rows read for the join, for progress.
+    read: Option<Arc<AtomicU64>>,
 }
 
 impl FileSource {
@@ -283,6 +289,9 @@ impl FileSource {
                 continue;
             }
             let hashes = row_hashes(&batch);
+            if let Some(read) = &self.read {
+                read.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+            }
             if let Some(store) = store {
                 store.put(index, batch)?;
             }

@@ -17,6 +17,8 @@ pub struct Progress {
     mode: Mode,
     start: Instant,
     ticker: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    /// Input rows read so far and in all, for joins that read while they run.
+    reading: Option<(Arc<AtomicU64>, u64)>,
 }
 
 enum Mode {
@@ -44,6 +46,7 @@ impl Progress {
             mode,
             start: Instant::now(),
             ticker: None,
+            reading: None,
         }
     }
 
@@ -64,7 +67,19 @@ impl Progress {
         Some(Arc::new(AtomicU64::new(0)))
     }
 
-    /// Starts reporting `counter` (from [`Progress::output_counter`]).
+    /// A counter of input rows for a join that reads while it runs to add to, of `total` in
+    /// all; reported with the output rows.
+    pub fn read_counter(&mut self, total: u64) -> Option<Arc<AtomicU64>> {
+        if matches!(self.mode, Mode::Quiet) {
+            return None;
+        }
+        let counter = Arc::new(AtomicU64::new(0));
+        self.reading = Some((Arc::clone(&counter), total));
+        Some(counter)
+    }
+
+    /// Starts reporting `counter` (from [`Progress::output_counter`]), and the input rows read
+    /// when a [`Progress::read_counter`] was made.
     pub fn watch(&mut self, counter: &Option<Arc<AtomicU64>>) {
         let Some(counter) = counter.clone() else {
             return;
@@ -79,6 +94,7 @@ impl Progress {
             }
             _ => (None, PLAIN_INTERVAL),
         };
+        let reading = self.reading.clone();
         let handle = std::thread::spawn(move || {
             let mut last = Instant::now();
             while !stopped.load(Ordering::Relaxed) {
@@ -89,8 +105,15 @@ impl Progress {
                 last = Instant::now();
                 let rows = counter.load(Ordering::Relaxed);
                 let seconds = start.elapsed().as_secs_f64();
+                let read = match &reading {
+                    Some((read, total)) if read.load(Ordering::Relaxed) < *total => format!(
+                        "read {} of {total} input rows, ",
+                        read.load(Ordering::Relaxed)
+                    ),
+                    _ => String::new(),
+                };
                 let message = format!(
-                    "joining: {rows} output rows ({:.3e} rows/s)",
+                    "joining: {read}{rows} output rows ({:.3e} rows/s)",
                     rows as f64 / seconds.max(1e-9)
                 );
                 match &bar {
