@@ -191,13 +191,49 @@ impl Inputs {
     }
 }
 
-/// Counts the keys of a streamed input, a batch at a time, for the skew check of `auto`.
-fn tally_keys(input: &StreamSide, side: Side, tally: &mut KeyTally<Key>) -> Result<()> {
+/// Passes each key of a streamed input to `visit`, a batch at a time, until it returns `false`.
+fn visit_keys(input: &StreamSide, mut visit: impl FnMut(&Key) -> bool) -> Result<()> {
     for batch in input.input.batches(true)? {
         let keys = extract_keys(&batch?, &input.key_columns, &input.input.path)?;
-        keys.into_iter().for_each(|key| tally.add(side, key));
+        if !keys.iter().all(&mut visit) {
+            break;
+        }
     }
     Ok(())
+}
+
+/// `auto`'s skew check over streamed inputs: a pass over the keys of each side, and when a key
+/// is skewed, another until it is found, to name it.
+fn streamed_skew(
+    left: &StreamSide,
+    right: &StreamSide,
+    partitions: usize,
+) -> Result<Option<String>> {
+    let mut tally = KeyTally::default();
+    visit_keys(left, |key| {
+        tally.add(Side::Left, key);
+        true
+    })?;
+    visit_keys(right, |key| {
+        tally.add(Side::Right, key);
+        true
+    })?;
+    let Some(skew) = tally.skew(partitions) else {
+        return Ok(None);
+    };
+    let mut found = None;
+    for input in [left, right] {
+        visit_keys(input, |key| {
+            if skew.is_of(key) {
+                found = Some(skew.reason(key));
+            }
+            found.is_none()
+        })?;
+        if found.is_some() {
+            break;
+        }
+    }
+    Ok(found)
 }
 
 /// A join with its inputs loaded or opened, and its strategy chosen.
@@ -302,11 +338,9 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
             Inputs::Streamed(left, right) => {
                 progress.say("reading the keys to check them for skew");
                 let keys_start = Instant::now();
-                let mut tally = KeyTally::default();
-                tally_keys(left, Side::Left, &mut tally)?;
-                tally_keys(right, Side::Right, &mut tally)?;
+                let skew = streamed_skew(left, right, partitions)?;
                 read_seconds += keys_start.elapsed().as_secs_f64();
-                tally.skew_reason(partitions)
+                skew
             }
         };
         if let Some(reason) = skew {
