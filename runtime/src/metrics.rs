@@ -34,9 +34,10 @@ pub struct Metrics {
     pub output_rows: u64,
     /// The output checksum as 16 hex digits (a JSON number would lose bits).
     pub checksum: String,
-    /// Wall time of the join, without reading inputs.
+    /// Wall time of the join; with streamed inputs it includes reading them.
     pub elapsed_seconds: f64,
-    /// Wall time of reading and preparing inputs.
+    /// Wall time of reading inputs before the join: the row counts and `auto`'s key pass when
+    /// they stream, everything when they are loaded whole (`explain --analyze`, a cluster).
     pub read_seconds: f64,
     /// Per partition: input records received, output rows produced, peak records held.
     pub per_partition: Vec<PartitionLoad>,
