@@ -669,22 +669,18 @@ pub fn join(args: JoinArgs) -> Result<()> {
                 // A manifest from an earlier run must not vouch for this one's parts.
                 let _ = std::fs::remove_file(dir.join(MANIFEST));
             }
-            let schema = output_schema(
-                left.batch.schema().as_ref(),
-                right.batch.schema().as_ref(),
-                how,
-            );
+            let (left_schema, right_schema) = (left.batch.schema(), right.batch.schema());
+            let schema = output_schema(left_schema.as_ref(), right_schema.as_ref(), how);
             let (left_fields, left_rows) = encode_rows(&left)?;
             let (right_fields, right_rows) = encode_rows(&right)?;
+            // The row format now holds every row's contents: the Arrow copy is not needed again.
+            drop((left, right));
             let layout = Arc::new(PartLayout {
                 how,
                 dir: dir.clone(),
                 format: *format,
                 schema,
-                sides: [
-                    (left.batch.schema(), left_fields),
-                    (right.batch.schema(), right_fields),
-                ],
+                sides: [(left_schema, left_fields), (right_schema, right_fields)],
             });
             let rows = Arc::new([left_rows, right_rows]);
             let counter = counter.clone();
