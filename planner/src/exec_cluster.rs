@@ -1,5 +1,6 @@
 //! Runs a planned join on a multi-process timely cluster, each process holding only the rows it
-//! read.
+//! read: from memory ([`execute_cluster`]) or read while the join runs
+//! ([`execute_cluster_stream`], a [`RowSource`] per process, as on one process).
 //!
 //! Every process runs this with its own rows and the same arguments. Before anything is planned,
 //! the processes exchange what each read (row counts, its broadcast budget, a fingerprint of its
@@ -22,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use skewjoin_operators::{JoinKey, LoadReport, PartitionLoad, Partitioning, Side};
+use skewjoin_operators::{JoinKey, JoinType, LoadReport, PartitionLoad, Partitioning, Side};
 use timely::communication::Config as CommunicationConfig;
 use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
@@ -30,7 +31,8 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 use timely::{ExchangeData, WorkerConfig};
 
-use crate::exec::{run_worker, JoinJob, MemoryFeed, PairSink, RowHomes, RowValue};
+use crate::exec::{run_worker, Feed, JobKind, JoinJob, MemoryFeed, PairSink, RowHomes, RowValue};
+use crate::exec_stream::{readers, RowSource, StreamFeed, StreamJob};
 use crate::report::StrategyReport;
 use crate::strategy::Resolved;
 
@@ -174,8 +176,109 @@ where
     C: Fn() + Send + Sync + 'static,
 {
     job.check()?;
-    spec.check(job.partitions)?;
-    let partitions = job.partitions;
+    let (how, partitions) = (job.how, job.partitions);
+    let rows = ProcessRows::Memory(job);
+    run_cluster(
+        rows, how, partitions, spec, facts, decide, make_value, make_sink, on_start,
+    )
+}
+
+/// [`execute_cluster`] with this process's rows read while the join runs, as
+/// [`execute_stream`](crate::exec_stream::execute_stream) reads them on one process: `source`
+/// sends this process's share of each side, `job.left_rows` and `job.right_rows` rows (its
+/// `resolved` is replaced by `decide`'s answer and its `workers` by `spec.threads`). The
+/// process's first worker reads the left side and its second (or first) the right; rows go to
+/// home partitions on this process's workers, as they would from memory.
+///
+/// `make_value(side, row, hash)` is called on the reading worker while `source` is sending that
+/// row, so a value may be built from what the source is reading at that moment.
+#[allow(clippy::too_many_arguments)]
+pub fn execute_cluster_stream<K, R, V, S, D, F, M, C>(
+    job: StreamJob,
+    source: Arc<R>,
+    spec: &ClusterSpec,
+    facts: ProcessFacts,
+    decide: D,
+    make_value: F,
+    make_sink: M,
+    on_start: C,
+) -> Result<ClusterOutput<S::Summary>, String>
+where
+    K: JoinKey + Sync,
+    R: RowSource<K>,
+    V: RowValue,
+    S: PairSink<V>,
+    S::Summary: ExchangeData + Clone,
+    D: Fn(&ClusterFacts) -> Result<Resolved, String> + Send + Sync + 'static,
+    F: Fn(Side, u32, u64) -> V + Send + Sync + 'static,
+    M: Fn(usize) -> S + Send + Sync + 'static,
+    C: Fn() + Send + Sync + 'static,
+{
+    if job.left_rows >= u64::from(u32::MAX) || job.right_rows >= u64::from(u32::MAX) {
+        return Err("an input share has 2^32 rows or more; split it into several files".into());
+    }
+    if (job.left_rows, job.right_rows) != (facts.left_rows, facts.right_rows) {
+        return Err(format!(
+            "the job has {} and {} rows but the facts say {} and {}",
+            job.left_rows, job.right_rows, facts.left_rows, facts.right_rows
+        ));
+    }
+    let rows = ProcessRows::Streamed {
+        rows: (job.left_rows, job.right_rows),
+        source: source as Arc<dyn RowSource<K>>,
+    };
+    run_cluster(
+        rows,
+        job.how,
+        job.partitions,
+        spec,
+        facts,
+        decide,
+        make_value,
+        make_sink,
+        on_start,
+    )
+}
+
+/// Where a process's rows come from.
+enum ProcessRows<K> {
+    /// In memory, each worker feeding the rows whose home it hosts.
+    Memory(JoinJob<K>),
+    /// Read while the join runs.
+    Streamed {
+        /// The rows of each side `source` sends.
+        rows: (u64, u64),
+        source: Arc<dyn RowSource<K>>,
+    },
+}
+
+/// The cluster run behind [`execute_cluster`] and [`execute_cluster_stream`].
+#[allow(clippy::too_many_arguments)]
+fn run_cluster<K, V, S, D, F, M, C>(
+    rows: ProcessRows<K>,
+    how: JoinType,
+    partitions: usize,
+    spec: &ClusterSpec,
+    facts: ProcessFacts,
+    decide: D,
+    make_value: F,
+    make_sink: M,
+    on_start: C,
+) -> Result<ClusterOutput<S::Summary>, String>
+where
+    K: JoinKey + Sync,
+    V: RowValue,
+    S: PairSink<V>,
+    S::Summary: ExchangeData + Clone,
+    D: Fn(&ClusterFacts) -> Result<Resolved, String> + Send + Sync + 'static,
+    F: Fn(Side, u32, u64) -> V + Send + Sync + 'static,
+    M: Fn(usize) -> S + Send + Sync + 'static,
+    C: Fn() + Send + Sync + 'static,
+{
+    if partitions == 0 {
+        return Err("the partition count must be at least 1".into());
+    }
+    spec.check(partitions)?;
     let threads = spec.threads;
     let process = spec.process;
     let config = timely::Config {
@@ -191,14 +294,15 @@ where
     // The join's time starts when the cluster has formed, not while processes wait for each other.
     let start = Arc::new(std::sync::OnceLock::new());
     let started = Arc::clone(&start);
-    let job = Arc::new(job);
+    let rows = Arc::new(rows);
     let guards = timely::execute(
         config,
         move |worker| -> Result<WorkerReturn<S::Summary>, String> {
             started.get_or_init(Instant::now);
             on_start();
-            let partitioning = Partitioning::new(job.partitions, worker.peers());
-            let homes = RowHomes::of_process(&partitioning, process * threads, threads);
+            let partitioning = Partitioning::new(partitions, worker.peers());
+            let first_worker = process * threads;
+            let homes = RowHomes::of_process(&partitioning, first_worker, threads);
             // One worker per process speaks for it; every worker hears every process.
             let mine = if worker.index() % threads == 0 {
                 vec![facts]
@@ -208,23 +312,32 @@ where
             let heard = exchange(worker, mine, true);
             let cluster = agree(&heard)?;
             let resolved = decide(&cluster)?;
-            let job = JoinJob {
-                resolved,
-                workers: threads,
-                ..JoinJob::clone(&job)
-            };
             let sink = make_sink(worker.index());
             let totals = (cluster.left_rows, cluster.right_rows);
             // A worker whose sink failed still takes part in the gather: every worker must build the
             // same dataflows, or worker 0 would wait for it forever.
-            let mut rows = MemoryFeed::new(&job, &partitioning, &homes);
+            let (mut memory, mut streamed);
+            let feed: &mut dyn Feed<K> = match &*rows {
+                ProcessRows::Memory(job) => {
+                    memory = MemoryFeed::new(job, &partitioning, &homes);
+                    &mut memory
+                }
+                ProcessRows::Streamed { rows, source } => {
+                    streamed = StreamFeed {
+                        source: Arc::clone(source),
+                        local: *rows,
+                        readers: readers(first_worker, threads),
+                    };
+                    &mut streamed
+                }
+            };
             let result = run_worker(
                 worker,
-                (&job).into(),
+                JobKind { how, resolved },
                 partitioning,
                 &homes,
                 totals,
-                &mut rows,
+                feed,
                 &make_value,
                 sink,
             )
@@ -396,9 +509,30 @@ mod tests {
         )
     }
 
+    /// A process's share read as a stream, from memory: each side in order.
+    struct ShareSource(JoinJob<Key>);
+
+    impl RowSource<Key> for ShareSource {
+        fn read(
+            &self,
+            side: Side,
+            _keys_only: bool,
+            send: &mut dyn FnMut(Key, u64),
+        ) -> Result<(), String> {
+            let (keys, hashes) = match side {
+                Side::Left => (&self.0.left, &self.0.left_hashes),
+                Side::Right => (&self.0.right, &self.0.right_hashes),
+            };
+            for (key, &hash) in keys.iter().zip(hashes.iter()) {
+                send(key.clone(), hash);
+            }
+            Ok(())
+        }
+    }
+
     /// Two processes of two workers each, every one holding half of each side, produce exactly
-    /// the output rows of a one-process run, for a strategy of each kind and several join types;
-    /// process 0 describes every partition.
+    /// the output rows of a one-process run, for a strategy of each kind and several join types,
+    /// with their rows in memory and streamed; process 0 describes every partition.
     #[test]
     fn two_processes_produce_the_output_of_one() {
         let spec = GenSpec {
@@ -452,80 +586,106 @@ mod tests {
                     .concat();
                 expected.sort();
 
-                let addresses = free_addresses(2);
-                let runs: Vec<_> = (0..2)
-                    .map(|process| {
-                        let (left_range, right_range) = if process == 0 {
-                            (0..cuts.0, 0..cuts.1)
-                        } else {
-                            (cuts.0..left.len(), cuts.1..right.len())
-                        };
-                        let (left_keys, left_hashes) = share(&left, left_range);
-                        let (right_keys, right_hashes) = share(&right, right_range);
-                        let job = JoinJob {
-                            left: left_keys,
-                            right: right_keys,
-                            left_hashes,
-                            right_hashes,
-                            ..whole.clone()
-                        };
-                        let facts = ProcessFacts {
-                            left_rows: job.left.len() as u64,
-                            right_rows: job.right.len() as u64,
-                            broadcast_limit: u64::MAX,
-                            fingerprint: 1,
-                        };
-                        let spec = ClusterSpec {
-                            threads: 2,
-                            process,
-                            addresses: addresses.clone(),
-                        };
-                        // Process 1 connects to process 0, and timely retries a refused
-                        // connection only after a second: give process 0 a moment to listen.
-                        std::thread::sleep(Duration::from_millis(if process == 0 {
-                            0
-                        } else {
-                            100
-                        }));
-                        std::thread::spawn(move || {
-                            execute_cluster(
-                                job,
-                                &spec,
-                                facts,
-                                decide_for(strategy, how),
-                                |_, row, hash| (row, hash),
-                                |_| PairsSink::default(),
-                                || {},
-                            )
+                for streamed in [false, true] {
+                    let addresses = free_addresses(2);
+                    let runs: Vec<_> = (0..2)
+                        .map(|process| {
+                            let (left_range, right_range) = if process == 0 {
+                                (0..cuts.0, 0..cuts.1)
+                            } else {
+                                (cuts.0..left.len(), cuts.1..right.len())
+                            };
+                            let (left_keys, left_hashes) = share(&left, left_range);
+                            let (right_keys, right_hashes) = share(&right, right_range);
+                            let job = JoinJob {
+                                left: left_keys,
+                                right: right_keys,
+                                left_hashes,
+                                right_hashes,
+                                ..whole.clone()
+                            };
+                            let facts = ProcessFacts {
+                                left_rows: job.left.len() as u64,
+                                right_rows: job.right.len() as u64,
+                                broadcast_limit: u64::MAX,
+                                fingerprint: 1,
+                            };
+                            let spec = ClusterSpec {
+                                threads: 2,
+                                process,
+                                addresses: addresses.clone(),
+                            };
+                            // Process 1 connects to process 0, and timely retries a refused
+                            // connection only after a second: give process 0 a moment to listen.
+                            std::thread::sleep(Duration::from_millis(if process == 0 {
+                                0
+                            } else {
+                                100
+                            }));
+                            std::thread::spawn(move || {
+                                let decide = decide_for(strategy, how);
+                                let value = |_, row, hash| (row, hash);
+                                let sink = |_| PairsSink::default();
+                                if !streamed {
+                                    return execute_cluster(
+                                        job,
+                                        &spec,
+                                        facts,
+                                        decide,
+                                        value,
+                                        sink,
+                                        || {},
+                                    );
+                                }
+                                let stream = StreamJob {
+                                    left_rows: facts.left_rows,
+                                    right_rows: facts.right_rows,
+                                    how: job.how,
+                                    resolved: Resolved::Shuffle,
+                                    partitions: job.partitions,
+                                    workers: 2,
+                                };
+                                let source = Arc::new(ShareSource(job));
+                                execute_cluster_stream(
+                                    stream,
+                                    source,
+                                    &spec,
+                                    facts,
+                                    decide,
+                                    value,
+                                    sink,
+                                    || {},
+                                )
+                            })
                         })
-                    })
-                    .collect();
-                let outputs: Vec<_> = runs
-                    .into_iter()
-                    .map(|run| run.join().unwrap().unwrap())
-                    .collect();
-                let what = format!("{how} {strategy}");
-                let first = &outputs[0];
-                assert!(first.whole_cluster && !outputs[1].whole_cluster, "{what}");
-                assert_eq!(first.resolved, whole.resolved, "{what}");
-                assert_eq!(first.facts.left_rows, left.len() as u64, "{what}");
-                let mut got: Vec<_> = first
-                    .summaries
-                    .iter()
-                    .flat_map(|(_, rows)| rows.iter().copied())
-                    .collect();
-                got.sort();
-                assert_eq!(got, expected, "{what}");
-                assert_eq!(first.summaries.len(), 4, "{what}");
-                assert_eq!(first.loads.per_partition.len(), partitions, "{what}");
-                assert_eq!(first.loads.total_output(), expected.len() as u64, "{what}");
-                // Process 1 alone reports its own two workers.
-                let own: Vec<usize> = outputs[1].summaries.iter().map(|(w, _)| *w).collect();
-                assert_eq!(own, [2, 3], "{what}");
-                compared += 1;
+                        .collect();
+                    let outputs: Vec<_> = runs
+                        .into_iter()
+                        .map(|run| run.join().unwrap().unwrap())
+                        .collect();
+                    let what = format!("{how} {strategy}, streamed: {streamed}");
+                    let first = &outputs[0];
+                    assert!(first.whole_cluster && !outputs[1].whole_cluster, "{what}");
+                    assert_eq!(first.resolved, whole.resolved, "{what}");
+                    assert_eq!(first.facts.left_rows, left.len() as u64, "{what}");
+                    let mut got: Vec<_> = first
+                        .summaries
+                        .iter()
+                        .flat_map(|(_, rows)| rows.iter().copied())
+                        .collect();
+                    got.sort();
+                    assert_eq!(got, expected, "{what}");
+                    assert_eq!(first.summaries.len(), 4, "{what}");
+                    assert_eq!(first.loads.per_partition.len(), partitions, "{what}");
+                    assert_eq!(first.loads.total_output(), expected.len() as u64, "{what}");
+                    // Process 1 alone reports its own two workers.
+                    let own: Vec<usize> = outputs[1].summaries.iter().map(|(w, _)| *w).collect();
+                    assert_eq!(own, [2, 3], "{what}");
+                    compared += 1;
+                }
             }
         }
-        assert_eq!(compared, 4 * 5);
+        assert_eq!(compared, 4 * 5 * 2);
     }
 
     /// Processes started with different arguments refuse to run, on every process.

@@ -10,6 +10,9 @@
 //! which probe in place, and NULL keys for the others, which spread NULLs over the partitions of
 //! the worker that has them.
 //!
+//! In a cluster, [`execute_cluster_stream`](crate::exec_cluster::execute_cluster_stream) runs the
+//! same feed on each process over its share of the rows.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use skewjoin_operators::{JoinType, Key, Side};
@@ -78,12 +81,10 @@ pub struct StreamJob {
     pub workers: usize,
 }
 
-/// The worker that reads `side` of a job on `workers` workers.
-fn reader_of(side: Side, workers: usize) -> usize {
-    match side {
-        Side::Left => 0,
-        Side::Right => 1 % workers,
-    }
+/// The workers that read the left and the right side, out of `threads` workers from
+/// `first_worker` on: the first reads the left, the second (if any) the right.
+pub(crate) fn readers(first_worker: usize, threads: usize) -> (usize, usize) {
+    (first_worker, first_worker + 1 % threads.max(1))
 }
 
 /// Runs `job` on `job.workers` threads, reading its rows from `source` while it runs and giving
@@ -116,8 +117,8 @@ where
         let totals = (job.left_rows, job.right_rows);
         let mut rows = StreamFeed {
             source: Arc::clone(&source),
-            totals,
-            workers: job.workers,
+            local: totals,
+            readers: readers(0, job.workers),
         };
         let kind = JobKind {
             how: job.how,
@@ -138,16 +139,19 @@ where
     gather(guards.join(), job.partitions, start)
 }
 
-/// A worker's rows of a streaming job: all of a side's rows if it reads that side, else none.
-struct StreamFeed<R> {
-    source: Arc<R>,
-    totals: (u64, u64),
-    workers: usize,
+/// A worker's rows of a streaming job: all of a side's rows (this process's, in a cluster) if it
+/// reads that side, else none.
+pub(crate) struct StreamFeed<R: ?Sized> {
+    pub(crate) source: Arc<R>,
+    /// The rows of each side the source sends.
+    pub(crate) local: (u64, u64),
+    /// The workers that read the left and the right side.
+    pub(crate) readers: (usize, usize),
 }
 
-impl<K: JoinKey, R: RowSource<K>> Feed<K> for StreamFeed<R> {
+impl<K: JoinKey, R: RowSource<K> + ?Sized> Feed<K> for StreamFeed<R> {
     fn local_rows(&self) -> (u64, u64) {
-        self.totals
+        self.local
     }
 
     fn fed_at_home(&self) -> bool {
@@ -160,8 +164,11 @@ impl<K: JoinKey, R: RowSource<K>> Feed<K> for StreamFeed<R> {
         keys_only: bool,
         send: &mut dyn FnMut(K, u32, u64, Side),
     ) -> Result<(), String> {
-        for (side, expected) in [(Side::Left, self.totals.0), (Side::Right, self.totals.1)] {
-            if reader_of(side, self.workers) != worker.index() {
+        for (side, expected, reader) in [
+            (Side::Left, self.local.0, self.readers.0),
+            (Side::Right, self.local.1, self.readers.1),
+        ] {
+            if reader != worker.index() {
                 continue;
             }
             let mut row = 0u64;

@@ -6,11 +6,17 @@
 //!
 //! CSV column types are inferred from every record, as [`read_table`](crate::io::read_table)
 //! does, by a first pass that keeps nothing but the types and the record count.
+//!
+//! A process of a cluster opens its share of a file ([`InputFile::open_share`], cut as
+//! [`read_table_share`](crate::io::read_table_share) cuts it) and streams only that: its run of
+//! Parquet row groups or Arrow IPC record batches. A CSV share is the exception: it is found by
+//! reading its byte range, whose records are checked and decoded when the share is opened, so a
+//! CSV share is held whole and then handed out in chunks.
 
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek};
-use std::panic::{self, AssertUnwindSafe};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -25,8 +31,9 @@ use parquet::arrow::ProjectionMask;
 
 use crate::error::{Error, Result};
 use crate::io::{
-    arrow_read_error, csv_error, find_field, key_kinds, open_input, parquet_read_error, read_error,
-    FileFormat, ARROW_FILE_MAGIC,
+    arrow_read_error, csv_error, fenced, find_field, ipc_block_bodies, key_kinds, open_input,
+    parquet_read_error, read_error, read_table_share, share_run, FileFormat, Share,
+    ARROW_FILE_MAGIC,
 };
 
 /// Rows in each batch a read yields (the last may be shorter).
@@ -47,6 +54,21 @@ pub struct InputFile {
     pub key_indices: Vec<usize>,
     /// For CSV, the format the types were inferred with.
     csv: Option<CsvFormat>,
+    /// Which of the file's rows are this input's.
+    selection: Selection,
+}
+
+/// The rows of a file an [`InputFile`] reads: all of them, or a cluster process's share.
+#[derive(Clone, Debug)]
+enum Selection {
+    /// Every row.
+    All,
+    /// A Parquet share: these row groups.
+    RowGroups(Vec<usize>),
+    /// An Arrow IPC share: these record batches.
+    Batches(Range<usize>),
+    /// A CSV share, read and decoded when opened.
+    Loaded(RecordBatch),
 }
 
 /// An undecoded source of batches, boxed so that every format reads alike.
@@ -81,7 +103,7 @@ impl InputFile {
                     (Arc::new(schema), records as u64, Some(csv))
                 }
                 // The IPC footer has no row counts: count them in a pass over the key columns.
-                FileFormat::ArrowIpc => (ipc_reader(path, file, None)?.0, 0, None),
+                FileFormat::ArrowIpc => (ipc_reader(path, file, None, None)?.0, 0, None),
             };
             key_kinds(schema.as_ref(), key_columns, path)?;
             let key_indices = key_columns
@@ -95,6 +117,7 @@ impl InputFile {
                 rows,
                 key_indices,
                 csv,
+                selection: Selection::All,
             };
             if format == FileFormat::ArrowIpc {
                 let mut rows = 0u64;
@@ -105,6 +128,86 @@ impl InputFile {
             }
             Ok(input)
         })
+    }
+
+    /// Opens share `share` of `path` (see [`read_table_share`] for how each format is cut): as
+    /// [`open`](InputFile::open), but `rows` and every read cover only the share's rows. Opening
+    /// reads the footer of a Parquet or Arrow IPC file and counts the share's rows from it (a
+    /// Parquet footer) or from a pass over the key column of its batches (Arrow IPC; an IPC
+    /// stream, which has no footer, is passed over whole); a CSV share is read and decoded.
+    pub fn open_share(
+        path: &Path,
+        format: FileFormat,
+        key_columns: &[String],
+        share: Share,
+    ) -> Result<InputFile> {
+        if share.count == 1 && share.index == 0 {
+            return InputFile::open(path, format, key_columns);
+        }
+        let (schema, rows, selection) = match format {
+            FileFormat::Csv => {
+                let batch = read_table_share(path, format, share)?;
+                (
+                    batch.schema(),
+                    batch.num_rows() as u64,
+                    Selection::Loaded(batch),
+                )
+            }
+            FileFormat::Parquet => {
+                if share.count == 0 || share.index >= share.count {
+                    // The same refusal as reading the share whole.
+                    read_table_share(path, format, share)?;
+                }
+                let file = open_input(path)?;
+                fenced(path, format, || {
+                    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+                        .map_err(|error| parquet_read_error(path, error))?;
+                    // A negative count is corrupt; weighing it 0 leaves the error to the decoder.
+                    let group_rows: Vec<u64> = builder
+                        .metadata()
+                        .row_groups()
+                        .iter()
+                        .map(|group| u64::try_from(group.num_rows()).unwrap_or(0))
+                        .collect();
+                    let run = share_run(&group_rows, share);
+                    let rows = group_rows[run.clone()].iter().sum();
+                    Ok((
+                        builder.schema().clone(),
+                        rows,
+                        Selection::RowGroups(run.collect()),
+                    ))
+                })?
+            }
+            FileFormat::ArrowIpc => {
+                if share.count == 0 || share.index >= share.count {
+                    read_table_share(path, format, share)?;
+                }
+                let (schema, run) = ipc_share_run(path, share)?;
+                (schema, 0, Selection::Batches(run))
+            }
+        };
+        key_kinds(schema.as_ref(), key_columns, path)?;
+        let key_indices = key_columns
+            .iter()
+            .map(|name| find_field(&schema, name, path).map(|(index, _)| index))
+            .collect::<Result<Vec<_>>>()?;
+        let mut input = InputFile {
+            path: path.to_path_buf(),
+            format,
+            schema,
+            rows,
+            key_indices,
+            csv: None,
+            selection,
+        };
+        if format == FileFormat::ArrowIpc {
+            let mut rows = 0u64;
+            for batch in input.batches(true)? {
+                rows += batch?.num_rows() as u64;
+            }
+            input.rows = rows;
+        }
+        Ok(input)
     }
 
     /// The file's rows in order, [`CHUNK_ROWS`] to a batch (the last may be shorter); with
@@ -120,9 +223,25 @@ impl InputFile {
             indices
         });
         let raw: RawBatches = fenced(path, self.format, || match self.format {
+            _ if matches!(self.selection, Selection::Loaded(_)) => {
+                let Selection::Loaded(batch) = &self.selection else {
+                    unreachable!("matched above")
+                };
+                let batch = match &projection {
+                    Some(indices) => batch.project(indices).map_err(|error| {
+                        Error::Internal(format!("projecting {}: {error}", path.display()))
+                    })?,
+                    None => batch.clone(),
+                };
+                Ok(Box::new(std::iter::once(Ok(batch))) as RawBatches)
+            }
             FileFormat::Parquet => {
                 let builder = ParquetRecordBatchReaderBuilder::try_new(file)
                     .map_err(|error| parquet_read_error(path, error))?;
+                let builder = match &self.selection {
+                    Selection::RowGroups(groups) => builder.with_row_groups(groups.clone()),
+                    _ => builder,
+                };
                 let builder = match &projection {
                     Some(indices) => {
                         let mask = ProjectionMask::roots(
@@ -139,7 +258,13 @@ impl InputFile {
                     .map_err(|error| parquet_read_error(path, error))?;
                 Ok(Box::new(reader) as RawBatches)
             }
-            FileFormat::ArrowIpc => Ok(ipc_reader(path, file, projection.clone())?.1),
+            FileFormat::ArrowIpc => {
+                let run = match &self.selection {
+                    Selection::Batches(run) => Some(run.clone()),
+                    _ => None,
+                };
+                Ok(ipc_reader(path, file, projection.clone(), run)?.1)
+            }
             FileFormat::Csv => {
                 let mut builder = arrow::csv::ReaderBuilder::new(Arc::clone(&self.schema))
                     .with_format(self.csv.clone().unwrap_or_default().with_header(true))
@@ -164,35 +289,75 @@ impl InputFile {
     }
 }
 
-/// Opens an Arrow IPC file or stream: its schema and its batches.
+/// Opens an Arrow IPC file or stream: its schema and its batches (those of `run` only, if given).
 fn ipc_reader(
     path: &Path,
     mut file: File,
     projection: Option<Vec<usize>>,
+    run: Option<Range<usize>>,
 ) -> Result<(SchemaRef, RawBatches)> {
-    // The IPC file format opens with a magic; anything else may still be an IPC stream.
-    let mut magic = [0u8; ARROW_FILE_MAGIC.len()];
-    let is_file_format = file.read_exact(&mut magic).is_ok() && &magic == ARROW_FILE_MAGIC;
-    file.rewind().map_err(|error| read_error(path, error))?;
+    let is_file_format = is_ipc_file(path, &mut file)?;
     let corrupt = |error| arrow_read_error(path, FileFormat::ArrowIpc, error);
     if is_file_format {
-        let reader = FileReader::try_new_buffered(file, projection).map_err(corrupt)?;
-        Ok((reader.schema(), Box::new(reader)))
+        let mut reader = FileReader::try_new_buffered(file, projection).map_err(corrupt)?;
+        let schema = reader.schema();
+        match run {
+            // A file's footer indexes its batches: the share's are read, no others.
+            Some(run) if run.is_empty() => Ok((schema, Box::new(std::iter::empty()))),
+            Some(run) => {
+                reader.set_index(run.start).map_err(corrupt)?;
+                Ok((schema, Box::new(reader.take(run.len()))))
+            }
+            None => Ok((schema, Box::new(reader))),
+        }
     } else {
         let reader = StreamReader::try_new_buffered(file, projection).map_err(corrupt)?;
-        Ok((reader.schema(), Box::new(reader)))
+        let schema = reader.schema();
+        match run {
+            Some(run) => Ok((schema, Box::new(reader.skip(run.start).take(run.len())))),
+            None => Ok((schema, Box::new(reader))),
+        }
     }
 }
 
-/// Runs a decoder step: decoders of third-party crates have panicked on corrupt input before,
-/// and a bad file must be an error message, never a crashed run.
-fn fenced<T>(path: &Path, format: FileFormat, step: impl FnOnce() -> Result<T>) -> Result<T> {
-    panic::catch_unwind(AssertUnwindSafe(step)).unwrap_or_else(|_| {
-        Err(Error::Input(format!(
-            "{}: the {format} decoder failed on this file, so it is corrupt or not {format}; \
-             re-export it",
-            path.display()
-        )))
+/// Whether `file` is in the Arrow IPC file format (it opens with a magic; anything else may still
+/// be an IPC stream); leaves it rewound.
+fn is_ipc_file(path: &Path, file: &mut File) -> Result<bool> {
+    let mut magic = [0u8; ARROW_FILE_MAGIC.len()];
+    let is_file_format = file.read_exact(&mut magic).is_ok() && &magic == ARROW_FILE_MAGIC;
+    file.rewind().map_err(|error| read_error(path, error))?;
+    Ok(is_file_format)
+}
+
+/// The schema of an Arrow IPC file or stream and the record batches of share `share`: runs
+/// balanced by body length from a file's footer, or by row count for a stream, which has no
+/// footer and so is passed over whole (decoding its first column only).
+fn ipc_share_run(path: &Path, share: Share) -> Result<(SchemaRef, Range<usize>)> {
+    let mut file = open_input(path)?;
+    let corrupt = |error| arrow_read_error(path, FileFormat::ArrowIpc, error);
+    fenced(path, FileFormat::ArrowIpc, || {
+        if is_ipc_file(path, &mut file)? {
+            let mut reader = FileReader::try_new_buffered(file, None).map_err(corrupt)?;
+            let bodies = ipc_block_bodies(reader.get_mut()).map_err(corrupt)?;
+            if bodies.len() != reader.num_batches() {
+                return Err(corrupt(ArrowError::ParseError(format!(
+                    "the footer lists {} record batches, then {}",
+                    reader.num_batches(),
+                    bodies.len()
+                ))));
+            }
+            return Ok((reader.schema(), share_run(&bodies, share)));
+        }
+        let schema = StreamReader::try_new_buffered(&mut file, None)
+            .map_err(corrupt)?
+            .schema();
+        file.rewind().map_err(|error| read_error(path, error))?;
+        let first = (!schema.fields().is_empty()).then(|| vec![0]);
+        let mut rows = Vec::new();
+        for batch in StreamReader::try_new_buffered(file, first).map_err(corrupt)? {
+            rows.push(batch.map_err(corrupt)?.num_rows() as u64);
+        }
+        Ok((schema, share_run(&rows, share)))
     })
 }
 
@@ -293,7 +458,7 @@ mod tests {
     use super::*;
     use crate::io::{read_table, write_table};
     use arrow::array::{ArrayRef, Int64Array, StringArray};
-    use arrow::ipc::writer::FileWriter;
+    use arrow::ipc::writer::{FileWriter, StreamWriter};
     use tempfile::TempDir;
 
     /// 150,000 rows (two full chunks and a short one), with NULL keys and text.
@@ -349,6 +514,73 @@ mod tests {
             write_table(&path, format, &table()).unwrap();
             check_streams_the_whole_table(&path, format);
         }
+    }
+
+    /// Every share of `path`, for 1 to 4 shares, streams the rows `read_table_share` gives it,
+    /// in full chunks, and the shares together are the whole table.
+    fn check_shares_stream_the_whole_table(path: &Path, format: FileFormat) {
+        let whole = read_table(path, format).unwrap();
+        for count in 1..=4 {
+            let mut all = Vec::new();
+            for index in 0..count {
+                let share = Share { index, count };
+                let case = format!("{format} share {index} of {count}");
+                let input = InputFile::open_share(path, format, &key(), share).unwrap();
+                let expected = read_table_share(path, format, share).unwrap();
+                assert_eq!(input.rows, expected.num_rows() as u64, "{case}");
+                let batches: Vec<RecordBatch> =
+                    input.batches(false).unwrap().map(Result::unwrap).collect();
+                let sizes: Vec<usize> = batches.iter().map(RecordBatch::num_rows).collect();
+                assert!(
+                    sizes.iter().rev().skip(1).all(|&rows| rows == CHUNK_ROWS),
+                    "{case}: {sizes:?}"
+                );
+                let got = concat_batches(&input.schema, &batches).unwrap();
+                assert_eq!(got, expected, "{case}");
+                let keys: usize = input
+                    .batches(true)
+                    .unwrap()
+                    .map(|batch| batch.unwrap().num_rows())
+                    .sum();
+                assert_eq!(keys as u64, input.rows, "{case}");
+                all.extend(batches);
+            }
+            assert_eq!(
+                concat_batches(&whole.schema(), &all).unwrap(),
+                whole,
+                "{format}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_format_streams_each_share() {
+        let dir = TempDir::new().unwrap();
+        for (name, format) in [
+            ("t.parquet", FileFormat::Parquet),
+            ("t.csv", FileFormat::Csv),
+        ] {
+            let path = dir.path().join(name);
+            write_table(&path, format, &table()).unwrap();
+            check_shares_stream_the_whole_table(&path, format);
+        }
+        // Arrow IPC files and streams of several record batches of different sizes.
+        let whole = table();
+        let cuts = [0, 10_000, 70_000, 71_000, 140_000, whole.num_rows()];
+        let file_path = dir.path().join("t.arrow");
+        let mut writer =
+            FileWriter::try_new(File::create(&file_path).unwrap(), &whole.schema()).unwrap();
+        let stream_path = dir.path().join("s.arrows");
+        let mut stream =
+            StreamWriter::try_new(File::create(&stream_path).unwrap(), &whole.schema()).unwrap();
+        for cut in cuts.windows(2) {
+            writer.write(&whole.slice(cut[0], cut[1] - cut[0])).unwrap();
+            stream.write(&whole.slice(cut[0], cut[1] - cut[0])).unwrap();
+        }
+        writer.finish().unwrap();
+        stream.finish().unwrap();
+        check_shares_stream_the_whole_table(&file_path, FileFormat::ArrowIpc);
+        check_shares_stream_the_whole_table(&stream_path, FileFormat::ArrowIpc);
     }
 
     #[test]

@@ -4,14 +4,16 @@
 //! such processes on this machine, on free loopback ports.
 //!
 //! Each process reads only its share of each input (row groups of Parquet, record batches of
-//! Arrow IPC, byte ranges of CSV; see [`crate::io::read_table_share`]) and its rows stay home on
-//! its own workers. The processes agree on cluster-wide row counts before anything is planned,
+//! Arrow IPC, byte ranges of CSV; see [`crate::io::read_table_share`]), streaming it into the join
+//! a batch at a time ([`crate::batches::InputFile::open_share`]), and its rows stay home on its
+//! own workers. The processes agree on cluster-wide row counts before anything is planned,
 //! so every one runs the same plan. Output is written as one part file per worker,
 //! `DIR/part-WWWWW.EXT`, and process 0 writes `DIR/_manifest.json` (every part with its row count
 //! and checksum, and the totals) once all parts are complete: a directory without a manifest is
 //! not a finished output. Without `--output` only the row count and checksum are computed, and
 //! rows travel as a row number and a hash; with it, each row's contents travel with it (Arrow's
-//! row format), because the worker that joins a pair may be on a process that read neither row.
+//! row format, encoded a batch at a time as it is read), because the worker that joins a pair may
+//! be on a process that read neither row.
 //! `--metrics` is written by process 0 and describes the whole cluster.
 //!
 //! Faults: a process that cannot connect to all others within `--connect-timeout` seconds exits
@@ -23,30 +25,34 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow::array::{RecordBatch, RecordBatchOptions};
 use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
 use arrow::row::{RowConverter, Rows, SortField};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use skewjoin_operators::hash::pair_checksum;
 use skewjoin_operators::{JoinType, Side};
-use skewjoin_planner::exec::{CarriedRow, JoinJob, PairSink, RowRef, RowValue};
-use skewjoin_planner::exec_cluster::{execute_cluster, ClusterFacts, ClusterSpec, ProcessFacts};
+use skewjoin_planner::exec::{CarriedRow, PairSink, RowRef, RowValue};
+use skewjoin_planner::exec_cluster::{
+    execute_cluster_stream, ClusterFacts, ClusterSpec, ProcessFacts,
+};
+use skewjoin_planner::exec_stream::StreamJob;
 use skewjoin_planner::strategy::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
 
+use crate::batches::CHUNK_ROWS;
 use crate::cli::JoinArgs;
 use crate::commands::{
     check_metrics_path, check_writable_dir, join_columns, layout, metrics_for, parse_how,
     with_vprp_flags, write_atomically,
 };
-use crate::engine::{RunReport, SideData};
+use crate::engine::{FileSource, KeepBatch, RunReport, StreamSide};
 use crate::error::{Error, Result};
 use crate::io::{
-    check_key_compat, extract_keys, key_kinds, output_schema, read_table_share, row_hashes,
-    take_output, FileFormat, OutputWriter, RowStore, Share,
+    check_key_compat, output_schema, take_output, FileFormat, OutputWriter, RowStore, Share,
 };
 use crate::memory::broadcast_budget;
 use crate::metrics::checksum_hex;
@@ -437,8 +443,7 @@ fn fingerprint(
     args: &JoinArgs,
     threads: usize,
     partitions: usize,
-    left: &SideData,
-    right: &SideData,
+    (left, right): (&SchemaRef, &SchemaRef),
 ) -> u64 {
     let mut hasher = DefaultHasher::new();
     (
@@ -467,7 +472,7 @@ fn fingerprint(
         args.memory_limit,
     )
         .hash(&mut hasher);
-    format!("{:?}{:?}", left.batch.schema(), right.batch.schema()).hash(&mut hasher);
+    format!("{left:?}{right:?}").hash(&mut hasher);
     hasher.finish()
 }
 
@@ -577,36 +582,38 @@ pub fn join(args: JoinArgs) -> Result<()> {
     };
     let read_start = Instant::now();
     progress.say(&format!(
-        "process {process} of {processes}: reading its share of {} and {}",
+        "process {process} of {processes}: opening its share of {} and {}",
         args.left.display(),
         args.right.display()
     ));
-    let left = load_side_share(&args.left, left_format, &left_on, share)?;
-    let right = load_side_share(&args.right, right_format, &right_on, share)?;
+    let left = StreamSide::open_share(&args.left, left_format, &left_on, share)?;
+    let right = StreamSide::open_share(&args.right, right_format, &right_on, share)?;
     check_key_compat(
-        (&args.left, left.batch.schema().as_ref(), &left_on),
-        (&args.right, right.batch.schema().as_ref(), &right_on),
+        (&args.left, left.input.schema.as_ref(), &left_on),
+        (&args.right, right.input.schema.as_ref(), &right_on),
     )?;
     let read_seconds = read_start.elapsed().as_secs_f64();
+    let (left_rows, right_rows) = (left.input.rows, right.input.rows);
     progress.say(&format!(
-        "process {process}: read {} and {} rows in {read_seconds:.2}s; connecting to {} other \
-         process(es)",
-        left.keys.len(),
-        right.keys.len(),
+        "process {process}: its shares hold {left_rows} and {right_rows} rows (opened in \
+         {read_seconds:.2}s; read while joining); connecting to {} other process(es)",
         processes - 1
     ));
 
     let facts = ProcessFacts {
-        left_rows: left.keys.len() as u64,
-        right_rows: right.keys.len() as u64,
+        left_rows,
+        right_rows,
         broadcast_limit: broadcast_budget(args.broadcast_limit, args.memory_limit, threads).rows,
-        fingerprint: fingerprint(&args, threads, partitions, &left, &right),
+        fingerprint: fingerprint(
+            &args,
+            threads,
+            partitions,
+            (&left.input.schema, &right.input.schema),
+        ),
     };
-    let job = JoinJob {
-        left: Arc::clone(&left.keys),
-        right: Arc::clone(&right.keys),
-        left_hashes: Arc::clone(&left.hashes),
-        right_hashes: Arc::clone(&right.hashes),
+    let job = StreamJob {
+        left_rows,
+        right_rows,
         how,
         resolved: Resolved::Shuffle,
         partitions,
@@ -629,6 +636,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
     };
     stop_on_peer_failure(process);
     let counter = progress.output_counter();
+    let read = progress.read_counter(left_rows + right_rows);
     progress.watch(&counter);
 
     let first_worker = process * threads;
@@ -646,8 +654,9 @@ pub fn join(args: JoinArgs) -> Result<()> {
         .collect();
     let count_counter = counter.clone();
     let result = match &output {
-        None => execute_cluster(
+        None => execute_cluster_stream(
             job,
+            Arc::new(FileSource::new([left, right], [None, None], read)),
             &spec,
             facts,
             decide,
@@ -669,30 +678,40 @@ pub fn join(args: JoinArgs) -> Result<()> {
                 // A manifest from an earlier run must not vouch for this one's parts.
                 let _ = std::fs::remove_file(dir.join(MANIFEST));
             }
-            let (left_schema, right_schema) = (left.batch.schema(), right.batch.schema());
+            let (left_schema, right_schema) = (
+                Arc::clone(&left.input.schema),
+                Arc::clone(&right.input.schema),
+            );
             let schema = output_schema(left_schema.as_ref(), right_schema.as_ref(), how);
-            let (left_fields, left_rows) = encode_rows(&left)?;
-            let (right_fields, right_rows) = encode_rows(&right)?;
-            // The row format now holds every row's contents: the Arrow copy is not needed again.
-            drop((left, right));
+            let left_encoder = Arc::new(RowEncoder::new(&left)?);
+            let right_encoder = Arc::new(RowEncoder::new(&right)?);
             let layout = Arc::new(PartLayout {
                 how,
                 dir: dir.clone(),
                 format: *format,
                 schema,
-                sides: [(left_schema, left_fields), (right_schema, right_fields)],
+                sides: [
+                    (left_schema, left_encoder.fields.clone()),
+                    (right_schema, right_encoder.fields.clone()),
+                ],
             });
-            let rows = Arc::new([left_rows, right_rows]);
+            let keep = [
+                Some(RowEncoder::keep(&left_encoder)),
+                Some(RowEncoder::keep(&right_encoder)),
+            ];
+            let source = Arc::new(FileSource::new([left, right], keep, read));
+            let encoders = [left_encoder, right_encoder];
             let counter = counter.clone();
-            execute_cluster(
+            execute_cluster_stream(
                 job,
+                source,
                 &spec,
                 facts,
                 decide,
                 move |side, row, hash| CarriedRow {
                     row,
                     hash,
-                    bytes: rows[side_index(side)].row(row as usize).as_ref().to_vec(),
+                    bytes: encoders[side_index(side)].bytes(row),
                 },
                 move |worker| PartSink::new(Arc::clone(&layout), worker, counter.clone()),
                 on_start,
@@ -794,25 +813,6 @@ pub fn join(args: JoinArgs) -> Result<()> {
     Ok(())
 }
 
-/// Reads this process's share of one side.
-fn load_side_share(
-    path: &Path,
-    format: FileFormat,
-    columns: &[String],
-    share: Share,
-) -> Result<SideData> {
-    let batch = read_table_share(path, format, share)?;
-    key_kinds(batch.schema().as_ref(), columns, path)?;
-    let keys = extract_keys(&batch, columns, path)?;
-    let hashes = row_hashes(&batch);
-    Ok(SideData {
-        name: path.display().to_string(),
-        keys: keys.into(),
-        hashes: hashes.into(),
-        batch,
-    })
-}
-
 fn side_index(side: Side) -> usize {
     match side {
         Side::Left => 0,
@@ -820,27 +820,76 @@ fn side_index(side: Side) -> usize {
     }
 }
 
-/// Every row of a side in Arrow's row format, to travel with the row between processes.
-fn encode_rows(side: &SideData) -> Result<(Vec<SortField>, Rows)> {
-    let fields: Vec<SortField> = side
-        .batch
-        .schema()
-        .fields()
-        .iter()
-        .map(|field| SortField::new(field.data_type().clone()))
-        .collect();
-    let unsupported = |error| {
+/// Encodes a side's rows in Arrow's row format, to travel with them between processes: each batch
+/// as it is read ([`RowEncoder::keep`]), its rows then taken one at a time as they are fed.
+struct RowEncoder {
+    fields: Vec<SortField>,
+    converter: RowConverter,
+    /// The batch being fed: the row number of its first row, and its rows encoded.
+    current: Mutex<(u64, Option<Rows>)>,
+    name: String,
+}
+
+impl RowEncoder {
+    /// An encoder for `side`'s columns; a column the row format cannot hold is refused here,
+    /// before the join starts.
+    fn new(side: &StreamSide) -> Result<RowEncoder> {
+        let name = side.input.path.display().to_string();
+        let fields: Vec<SortField> = side
+            .input
+            .schema
+            .fields()
+            .iter()
+            .map(|field| SortField::new(field.data_type().clone()))
+            .collect();
+        let converter = RowConverter::new(fields.clone())
+            .map_err(|error| RowEncoder::unsupported(&name, error))?;
+        Ok(RowEncoder {
+            fields,
+            converter,
+            current: Mutex::new((0, None)),
+            name,
+        })
+    }
+
+    fn unsupported(name: &str, error: ArrowError) -> Error {
         Error::Input(format!(
-            "{}: a column cannot be sent between processes ({error}); write the output with one \
-             process, or leave out --output",
-            side.name
+            "{name}: a column cannot be sent between processes ({error}); write the output with \
+             one process, or leave out --output"
         ))
-    };
-    let converter = RowConverter::new(fields.clone()).map_err(unsupported)?;
-    let rows = converter
-        .convert_columns(side.batch.columns())
-        .map_err(unsupported)?;
-    Ok((fields, rows))
+    }
+
+    /// What the file source calls with each batch it reads for the join: encodes it, and makes
+    /// it the batch whose rows [`RowEncoder::bytes`] gives.
+    fn keep(encoder: &Arc<RowEncoder>) -> KeepBatch {
+        let encoder = Arc::clone(encoder);
+        Box::new(move |index, batch: &RecordBatch| {
+            let rows = encoder
+                .converter
+                .convert_columns(batch.columns())
+                .map_err(|error| RowEncoder::unsupported(&encoder.name, error))?;
+            let mut current = encoder
+                .current
+                .lock()
+                .map_err(|_| Error::Internal("a row encoder panicked".into()))?;
+            *current = ((index * CHUNK_ROWS) as u64, Some(rows));
+            Ok(())
+        })
+    }
+
+    /// Row `row` of the side, encoded: it must be in the batch being fed, which it is while the
+    /// source sends it (see `execute_cluster_stream`).
+    fn bytes(&self, row: u32) -> Vec<u8> {
+        let current = self
+            .current
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let (first, rows) = &*current;
+        let rows = rows.as_ref().expect("a row is fed after its batch is read");
+        rows.row((u64::from(row) - first) as usize)
+            .as_ref()
+            .to_vec()
+    }
 }
 
 /// Timely's network threads panic when a peer goes away ("timely communication error"), and the
@@ -947,7 +996,11 @@ pub fn launch(args: LaunchArgs) -> Result<()> {
             match child.try_wait() {
                 Ok(Some(status)) => {
                     *slot = None;
-                    if !status.success() && failure.is_none() {
+                    // A process that lost its peers (a cluster failure) is reported only if no
+                    // process failed for a reason of its own, which is the cause.
+                    let secondary = Error::Cluster(String::new()).exit_code();
+                    let cause = failure.is_none_or(|(_, code)| code == secondary);
+                    if !status.success() && cause {
                         failure = Some((process, status.code().unwrap_or(1)));
                     }
                 }

@@ -25,7 +25,7 @@ use skewjoin_planner::Resolved;
 use crate::batches::{InputFile, CHUNK_ROWS};
 use crate::error::{Error, Result};
 use crate::interrupt;
-use crate::io::{extract_keys, row_hashes, take_output, FileFormat, OutputWriter, RowStore};
+use crate::io::{extract_keys, row_hashes, take_output, FileFormat, OutputWriter, RowStore, Share};
 
 /// One side of a join, loaded.
 #[derive(Clone, Debug)]
@@ -216,6 +216,20 @@ impl StreamSide {
             key_columns: key_columns.to_vec(),
         })
     }
+
+    /// Opens share `share` of `path` (see [`InputFile::open_share`]), for one process of a
+    /// cluster.
+    pub fn open_share(
+        path: &Path,
+        format: FileFormat,
+        key_columns: &[String],
+        share: Share,
+    ) -> Result<StreamSide> {
+        Ok(StreamSide {
+            input: InputFile::open_share(path, format, key_columns, share)?,
+            key_columns: key_columns.to_vec(),
+        })
+    }
 }
 
 /// Runs the join reading both inputs while it runs, a bounded batch at a time (see
@@ -254,29 +268,48 @@ pub fn run_stream(
         partitions: plan.partitions,
         workers: plan.workers,
     };
-    let source = Arc::new(FileSource {
-        sides: [
-            (left, output.is_some().then(|| Arc::clone(&stores.0))),
-            (right, output.is_some().then(|| Arc::clone(&stores.1))),
-        ],
-        read,
-    });
+    let keep_in = |store: &Arc<RowStore>| -> Option<KeepBatch> {
+        let store = Arc::clone(store);
+        output.is_some().then(|| {
+            Box::new(move |index, batch: &RecordBatch| store.put(index, batch.clone())) as KeepBatch
+        })
+    };
+    let keep = [keep_in(&stores.0), keep_in(&stores.1)];
+    let source = Arc::new(FileSource::new([left, right], keep, read));
     run_with(plan, stores, output, progress, |make_sink| {
         execute_stream(job, source, make_sink)
     })
 }
 
-/// Both inputs of a streamed join, read by the workers that feed them.
-struct FileSource {
-    /// Each side, with the store its rows go to when the output needs them.
-    sides: [(StreamSide, Option<Arc<RowStore>>); 2],
+/// What keeps a side's batches for the output: called with each batch's index (in
+/// [`CHUNK_ROWS`]) and the batch, before its rows are sent.
+pub(crate) type KeepBatch = Box<dyn Fn(usize, &RecordBatch) -> Result<()> + Send + Sync>;
+
+/// Both inputs of a streamed join (or a cluster process's shares of them), read by the workers
+/// that feed them.
+pub(crate) struct FileSource {
+    /// Each side, with what keeps its batches when the output needs them.
+    sides: [(StreamSide, Option<KeepBatch>); 2],
     /// Counts the rows read for the join, for progress.
     read: Option<Arc<AtomicU64>>,
 }
 
 impl FileSource {
+    /// Reads `left` and `right`, handing each batch read for the join (not those read for key
+    /// statistics) to that side's `keep` before its rows are sent; `read` counts rows read.
+    pub(crate) fn new(
+        [left, right]: [StreamSide; 2],
+        [keep_left, keep_right]: [Option<KeepBatch>; 2],
+        read: Option<Arc<AtomicU64>>,
+    ) -> FileSource {
+        FileSource {
+            sides: [(left, keep_left), (right, keep_right)],
+            read,
+        }
+    }
+
     fn read_side(&self, side: Side, keys_only: bool, send: &mut dyn FnMut(Key, u64)) -> Result<()> {
-        let (input, store) = match side {
+        let (input, keep) = match side {
             Side::Left => &self.sides[0],
             Side::Right => &self.sides[1],
         };
@@ -292,8 +325,8 @@ impl FileSource {
             if let Some(read) = &self.read {
                 read.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
             }
-            if let Some(store) = store {
-                store.put(index, batch)?;
+            if let Some(keep) = keep {
+                keep(index, &batch)?;
             }
             for (key, hash) in keys.into_iter().zip(hashes) {
                 send(key, hash);

@@ -136,9 +136,7 @@ impl fmt::Display for FileFormat {
 /// the file; failures of the operating system while reading are [`Error::Io`].
 pub fn read_table(path: &Path, format: FileFormat) -> Result<RecordBatch> {
     let mut file = open_input(path)?;
-    // Decoders of third-party crates have panicked on corrupt input before; a bad file must be
-    // an error message, never a crashed run.
-    panic::catch_unwind(AssertUnwindSafe(|| match format {
+    fenced(path, format, || match format {
         FileFormat::Csv => {
             let mut bytes = Vec::new();
             file.read_to_end(&mut bytes)
@@ -147,14 +145,44 @@ pub fn read_table(path: &Path, format: FileFormat) -> Result<RecordBatch> {
         }
         FileFormat::Parquet => read_parquet(path, file),
         FileFormat::ArrowIpc => read_ipc(path, file),
-    }))
-    .unwrap_or_else(|_| {
+    })
+}
+
+thread_local! {
+    /// Whether this thread is inside [`fenced`], whose panics are reported as errors.
+    static FENCED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs a decoder step on `path`: decoders of third-party crates have panicked on corrupt input
+/// before, and a bad file must be an error message ([`Error::Input`] naming the file), never a
+/// crashed run. With [`quiet_fenced_panics`] installed, such a panic prints nothing of its own.
+pub(crate) fn fenced<T>(
+    path: &Path,
+    format: FileFormat,
+    step: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let outer = FENCED.with(|fenced| fenced.replace(true));
+    let result = panic::catch_unwind(AssertUnwindSafe(step));
+    FENCED.with(|fenced| fenced.set(outer));
+    result.unwrap_or_else(|_| {
         Err(Error::Input(format!(
             "{}: the {format} decoder failed on this file, so it is corrupt or not {format}; \
              re-export it",
             path.display()
         )))
     })
+}
+
+/// Installs a panic hook that leaves out the panics [`fenced`] turns into input errors: the
+/// user sees the error naming the file, not a decoder's panic message and backtrace. Every
+/// other panic goes to the hook that was installed before.
+pub fn quiet_fenced_panics() {
+    let earlier = panic::take_hook();
+    panic::set_hook(Box::new(move |info| {
+        if !FENCED.with(std::cell::Cell::get) {
+            earlier(info);
+        }
+    }));
 }
 
 /// Which part of an input a process reads: share `index` of `count` (0-based).
@@ -209,18 +237,10 @@ pub fn read_table_share(path: &Path, format: FileFormat, share: Share) -> Result
         return read_table(path, format);
     }
     let file = open_input(path)?;
-    // The same fence as in `read_table`: a corrupt file is an error message, never a crash.
-    panic::catch_unwind(AssertUnwindSafe(|| match format {
+    fenced(path, format, || match format {
         FileFormat::Csv => read_csv_share(path, file, share, CSV_PREFIX_BYTES).map(|(b, _)| b),
         FileFormat::Parquet => read_parquet_share(path, file, share),
         FileFormat::ArrowIpc => read_ipc_share(path, file, share),
-    }))
-    .unwrap_or_else(|_| {
-        Err(Error::Input(format!(
-            "{}: the {format} decoder failed on this file, so it is corrupt or not {format}; \
-             re-export it",
-            path.display()
-        )))
     })
 }
 
@@ -459,7 +479,7 @@ const CSV_TAIL_CHUNK: u64 = 64 * 1024;
 /// CSV shares follow with bytes: runs are contiguous and in order, each item is in exactly one of
 /// them, and runs are balanced as well as whole items allow. An item heavier than a share leaves
 /// the shares it covers empty.
-fn share_run(weights: &[u64], share: Share) -> Range<usize> {
+pub(crate) fn share_run(weights: &[u64], share: Share) -> Range<usize> {
     let total: u128 = weights.iter().map(|&weight| u128::from(weight)).sum();
     let count = share.count as u128;
     let boundary = |cut: usize| -> usize {
@@ -550,7 +570,7 @@ fn read_ipc_share(path: &Path, mut file: File, share: Share) -> Result<RecordBat
 }
 
 /// The body length of each record batch an Arrow IPC file's footer lists.
-fn ipc_block_bodies<R: Read + io::Seek>(
+pub(crate) fn ipc_block_bodies<R: Read + io::Seek>(
     reader: &mut R,
 ) -> std::result::Result<Vec<u64>, ArrowError> {
     let mut tail = [0u8; 10];

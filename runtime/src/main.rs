@@ -10,6 +10,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Ctrl-C removes unfinished output files and exits with 130.
     skewjoin_runtime::interrupt::install();
+    // A decoder's panic on a corrupt file is reported as an input error naming the file.
+    skewjoin_runtime::io::quiet_fenced_panics();
     let result = match cli.command {
         Command::Join(args) => commands::join(args),
         Command::Gen(args) => commands::gen(args),

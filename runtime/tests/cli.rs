@@ -61,6 +61,13 @@ impl Run {
             self.args,
             self.stderr
         );
+        // Bad input is an error message, never a panic, even one that was caught.
+        assert!(
+            !self.stderr.contains("panicked"),
+            "skewjoin {:?}: a panic reached stderr:\n{}",
+            self.args,
+            self.stderr
+        );
         for needle in needles {
             assert!(
                 self.stderr.contains(needle),

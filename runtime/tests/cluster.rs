@@ -115,8 +115,8 @@ fn sorted_rows(paths: &[std::path::PathBuf]) -> Vec<Vec<Option<String>>> {
 }
 
 /// Two processes of one worker give the rows and checksum of one process of two workers, for a
-/// strategy of each kind, on Parquet (several row groups) and CSV inputs; the metrics of process
-/// 0 describe every partition of the cluster.
+/// strategy of each kind, on Parquet (several row groups), CSV and Arrow IPC inputs; the metrics
+/// of process 0 describe every partition of the cluster.
 #[test]
 fn two_processes_give_the_output_of_one() {
     let dir = TempDir::new().unwrap();
@@ -129,6 +129,9 @@ fn two_processes_give_the_output_of_one() {
     let mut csv_data = data.to_vec();
     csv_data.extend(["--format", "csv"]);
     gen(path, "csv", &csv_data);
+    let mut arrow_data = data.to_vec();
+    arrow_data.extend(["--format", "arrow"]);
+    gen(path, "arrow", &arrow_data);
     let runs = [
         ("pq", "shuffle", "full"),
         ("pq", "ib", "full"),
@@ -137,9 +140,10 @@ fn two_processes_give_the_output_of_one() {
         ("pq", "tree", "right-anti"),
         ("pq", "auto", "full"),
         ("csv", "am", "full"),
+        ("arrow", "tree", "full"),
     ];
     for (data, strategy, how) in runs {
-        let extension = if data == "pq" { "parquet" } else { "csv" };
+        let extension = if data == "pq" { "parquet" } else { data };
         let left = format!("{data}/left.{extension}");
         let right = format!("{data}/right.{extension}");
         let join = [
@@ -239,6 +243,59 @@ fn a_cluster_output_is_the_rows_of_a_one_process_output() {
         got == expected,
         "the parts differ from the one-process output"
     );
+}
+
+/// Each process reads its share while it joins, so a corrupt data page (the footer is fine) is
+/// found mid-join by the process whose share holds it: the cluster stops with that process's
+/// input error (exit code 3), and leaves neither a manifest nor a part.
+#[test]
+fn a_corrupt_page_found_by_one_process_stops_the_cluster() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path();
+    gen(path, "d", &["--rows", "300000", "--keys", "1000"]);
+    let left = path.join("d/left.parquet");
+    let mut bytes = std::fs::read(&left).unwrap();
+    // Three quarters in: inside the second process's row groups.
+    let at = bytes.len() * 3 / 4;
+    bytes[at..at + 8192].fill(0xA5);
+    std::fs::write(&left, &bytes).unwrap();
+    for strategy in ["shuffle", "am"] {
+        let output = skewjoin(
+            path,
+            &[
+                "cluster",
+                "--processes",
+                "2",
+                "--",
+                "join",
+                "d/left.parquet",
+                "d/right.parquet",
+                "--on",
+                "key",
+                "--strategy",
+                strategy,
+                "--workers",
+                "1",
+                "-o",
+                "out.parquet",
+            ],
+        );
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(3), "{strategy}: {stderr}");
+        assert!(
+            stderr.contains("d/left.parquet") && stderr.contains("corrupt"),
+            "{strategy}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{strategy}: {stderr}");
+        let left: Vec<String> = std::fs::read_dir(path.join("out.parquet"))
+            .map(|entries| {
+                entries
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{strategy}: {left:?}");
+    }
 }
 
 /// Killing one process mid-join makes the other exit with code 5 within seconds, and it leaves
