@@ -141,7 +141,8 @@ impl InputFile {
         key_columns: &[String],
         share: Share,
     ) -> Result<InputFile> {
-        if share.count == 1 && share.index == 0 {
+        share.check()?;
+        if share.count == 1 {
             return InputFile::open(path, format, key_columns);
         }
         let (schema, rows, selection) = match format {
@@ -154,10 +155,6 @@ impl InputFile {
                 )
             }
             FileFormat::Parquet => {
-                if share.count == 0 || share.index >= share.count {
-                    // The same refusal as reading the share whole.
-                    read_table_share(path, format, share)?;
-                }
                 let file = open_input(path)?;
                 fenced(path, format, || {
                     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
@@ -179,9 +176,6 @@ impl InputFile {
                 })?
             }
             FileFormat::ArrowIpc => {
-                if share.count == 0 || share.index >= share.count {
-                    read_table_share(path, format, share)?;
-                }
                 let (schema, run) = ipc_share_run(path, share)?;
                 (schema, 0, Selection::Batches(run))
             }

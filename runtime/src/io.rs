@@ -201,6 +201,18 @@ pub struct Share {
 impl Share {
     /// The whole input: share 0 of 1.
     pub const WHOLE: Share = Share { index: 0, count: 1 };
+
+    /// Refuses a share that does not exist ([`Error::Usage`]): `index` must be below `count`.
+    pub fn check(self) -> Result<()> {
+        if self.count == 0 || self.index >= self.count {
+            return Err(Error::Usage(format!(
+                "there is no share {} of {}; a process index must be below the number of \
+                 processes",
+                self.index, self.count
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Reads share `share` of a file into one [`RecordBatch`]; [`Share::WHOLE`] is [`read_table`].
@@ -227,12 +239,7 @@ impl Share {
 ///
 /// `share.index` must be below `share.count`; otherwise this is [`Error::Usage`].
 pub fn read_table_share(path: &Path, format: FileFormat, share: Share) -> Result<RecordBatch> {
-    if share.count == 0 || share.index >= share.count {
-        return Err(Error::Usage(format!(
-            "there is no share {} of {}; a process index must be below the number of processes",
-            share.index, share.count
-        )));
-    }
+    share.check()?;
     if share.count == 1 {
         return read_table(path, format);
     }
