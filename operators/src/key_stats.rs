@@ -2,11 +2,19 @@
 //! them, made known to every worker.
 //!
 //! Counting is combined per worker before anything is exchanged: each worker first totals the
-//! keys of its own records, then sends one `(key, count)` per distinct key to the key's owner
-//! (by stable hash), which adds the partial counts. A hot key with a million records therefore
-//! costs one message per worker, not a million. The owner of a key sees both sides' totals, keeps
-//! the keys above a [`HotThresholds`] threshold on either side, and broadcasts those (few) keys
-//! with both exact counts to every worker: that list is what AM-Join plans from.
+//! keys of its own records, then sends `(key, count)` pairs to the key's owner (by stable hash),
+//! which adds the partial counts. A hot key with a million records therefore costs about one
+//! message per worker and window, not a million. The owner of a key sees both sides' totals,
+//! keeps the keys above a [`HotThresholds`] threshold on either side, and broadcasts those (few)
+//! keys with both exact counts to every worker: that list is what AM-Join plans from.
+//!
+//! The combining map is bounded ([`LOCAL_KEYS`] keys, a size that stays in cache): when it is
+//! full its partial counts are sent on and it starts again. Hot keys recur within every window and
+//! still combine; keys seen once or twice, which a map of every distinct key would only have
+//! copied (10^7 of them on a uniform input, inserted at a cache miss each), pass through at the
+//! cost of a cache-resident insert. [`hot_keys`] adds partial counts itself, so AM-Join sends the
+//! combined counts ([`KeyCounts::partial_key_counts`]) straight to it: one map of every distinct
+//! key per owner, where totalling each side first took two more.
 //!
 //! Counts are per timestamp: the records of time `t` are counted, and the totals emitted at `t`
 //! once the inputs' frontiers have passed `t`. NULL keys match nothing and are never hot, so they
@@ -28,8 +36,7 @@
 //! assert_eq!(hot, vec![(1, 3, 1), (3, 0, 3)]);
 //! ```
 
-use std::collections::HashMap;
-
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
@@ -42,7 +49,11 @@ use timely::ExchangeData;
 use crate::key::JoinKey;
 
 /// Counts being gathered for one timestamp, with the capability to emit them at it.
-type Pending<T, K, C> = (Capability<T>, HashMap<K, C>);
+type Pending<T, K, C> = (Capability<T>, FxHashMap<K, C>);
+
+/// The most distinct keys a worker combines before it sends their partial counts on: 2^16
+/// entries of a key and a count stay within a core's cache.
+pub const LOCAL_KEYS: usize = 1 << 16;
 
 /// A key with its exact record counts on the left and on the right.
 pub type KeyCount<K> = (K, u64, u64);
@@ -105,6 +116,11 @@ pub trait KeyCounts<'s, T: Timestamp, K: JoinKey> {
     /// stable hash and totalled there, so every key appears once over all workers, on the worker
     /// `stable_hash % W`, at the records' time.
     fn key_counts(self) -> StreamVec<'s, T, (K, u64)>;
+
+    /// Partial record counts per non-NULL key, combined on this worker in windows of at most
+    /// [`LOCAL_KEYS`] distinct keys and not exchanged: a key may appear several times and on
+    /// several workers, and its counts sum to its record count. What [`hot_keys`] needs.
+    fn partial_key_counts(self) -> StreamVec<'s, T, (K, u64)>;
 }
 
 impl<'s, T, K, V> KeyCounts<'s, T, K> for StreamVec<'s, T, (K, V)>
@@ -114,36 +130,46 @@ where
     V: ExchangeData,
 {
     fn key_counts(self) -> StreamVec<'s, T, (K, u64)> {
-        let combined = self.unary_frontier(Pipeline, "CountKeysLocal", |_, _| {
+        let pact = Exchange::new(|record: &(K, u64)| record.0.stable_hash());
+        self.partial_key_counts()
+            .unary_frontier(pact, "CountKeysTotal", |_, _| {
+                let mut pending: Vec<Pending<T, K, u64>> = Vec::new();
+                move |(input, frontier), output| {
+                    input.for_each_stamp(|stamp, data| {
+                        let counts = counts_for(&mut pending, &stamp);
+                        for batch in data {
+                            for (key, count) in batch.drain(..) {
+                                *counts.entry(key).or_insert(0) += count;
+                            }
+                        }
+                    });
+                    flush(&mut pending, frontier, |capability, counts| {
+                        let mut session = output.session(capability);
+                        for record in counts.drain() {
+                            session.give(record);
+                        }
+                    });
+                }
+            })
+    }
+
+    fn partial_key_counts(self) -> StreamVec<'s, T, (K, u64)> {
+        self.unary_frontier(Pipeline, "CountKeysLocal", |_, _| {
             let mut pending: Vec<Pending<T, K, u64>> = Vec::new();
             move |(input, frontier), output| {
                 input.for_each_stamp(|stamp, data| {
-                    let counts = counts_for(&mut pending, &stamp);
+                    let (capability, counts) = slot_for(&mut pending, &stamp);
                     for batch in data {
                         for (key, _) in batch.drain(..) {
                             if !key.is_null() {
                                 *counts.entry(key).or_insert(0) += 1;
                             }
                         }
-                    }
-                });
-                flush(&mut pending, frontier, |capability, counts| {
-                    let mut session = output.session(capability);
-                    for record in counts.drain() {
-                        session.give(record);
-                    }
-                });
-            }
-        });
-        let pact = Exchange::new(|record: &(K, u64)| record.0.stable_hash());
-        combined.unary_frontier(pact, "CountKeysTotal", |_, _| {
-            let mut pending: Vec<Pending<T, K, u64>> = Vec::new();
-            move |(input, frontier), output| {
-                input.for_each_stamp(|stamp, data| {
-                    let counts = counts_for(&mut pending, &stamp);
-                    for batch in data {
-                        for (key, count) in batch.drain(..) {
-                            *counts.entry(key).or_insert(0) += count;
+                        if counts.len() >= LOCAL_KEYS {
+                            let mut session = output.session(capability);
+                            for record in counts.drain() {
+                                session.give(record);
+                            }
                         }
                     }
                 });
@@ -159,8 +185,9 @@ where
 }
 
 /// The keys hot on either side under `thresholds`, each with both exact counts, sent to every
-/// worker. `left` and `right` must be [`KeyCounts::key_counts`] outputs: a key's totals of both
-/// sides are then on the same worker, which is the only one that can judge it.
+/// worker. `left` and `right` are counts of keys, total ([`KeyCounts::key_counts`]) or partial
+/// ([`KeyCounts::partial_key_counts`]): they are exchanged by key, so that both sides' counts of a
+/// key meet on one worker, and added up there.
 pub fn hot_keys<'s, T, K>(
     left: StreamVec<'s, T, (K, u64)>,
     right: StreamVec<'s, T, (K, u64)>,
@@ -170,7 +197,8 @@ where
     T: Timestamp,
     K: JoinKey,
 {
-    left.binary_frontier(right, Pipeline, Pipeline, "HotKeys", move |_, _| {
+    let by_key = || Exchange::new(|record: &(K, u64)| record.0.stable_hash());
+    left.binary_frontier(right, by_key(), by_key(), "HotKeys", move |_, _| {
         let mut pending: Vec<Pending<T, K, (u64, u64)>> = Vec::new();
         move |(input_left, frontier_left), (input_right, frontier_right), output| {
             input_left.for_each_stamp(|stamp, data| {
@@ -214,6 +242,14 @@ pub(crate) fn counts_for<'a, T: Timestamp, M: Default>(
     pending: &'a mut Vec<(Capability<T>, M)>,
     stamp: &InputCapability<T>,
 ) -> &'a mut M {
+    &mut slot_for(pending, stamp).1
+}
+
+/// [`counts_for`] with the capability to emit at the accumulator's time.
+pub(crate) fn slot_for<'a, T: Timestamp, M: Default>(
+    pending: &'a mut Vec<(Capability<T>, M)>,
+    stamp: &InputCapability<T>,
+) -> &'a mut (Capability<T>, M) {
     let time = stamp
         .stamp()
         .elements()
@@ -226,7 +262,7 @@ pub(crate) fn counts_for<'a, T: Timestamp, M: Default>(
             pending.len() - 1
         }
     };
-    &mut pending[index].1
+    &mut pending[index]
 }
 
 /// Hands every accumulator whose time the frontier has passed to `emit`, and drops it.
@@ -272,7 +308,10 @@ mod tests {
             }
         }
         assert!(expected.len() >= 3, "{expected:?}");
-        for workers in [1usize, 2, 3, 4] {
+        for (workers, partial) in [1usize, 2, 3, 4]
+            .into_iter()
+            .flat_map(|workers| [(workers, false), (workers, true)])
+        {
             let seen: Arc<Mutex<Vec<Vec<KeyCount<u64>>>>> =
                 Arc::new(Mutex::new(vec![Vec::new(); workers]));
             let (l, r, s) = (left.clone(), right.clone(), Arc::clone(&seen));
@@ -291,14 +330,77 @@ mod tests {
                 worker.dataflow::<u32, _, _>(|scope| {
                     let left = ml.to_stream(scope).container::<Vec<_>>();
                     let right = mr.to_stream(scope).container::<Vec<_>>();
-                    hot_keys(left.key_counts(), right.key_counts(), thresholds)
+                    // Totals and partial counts must give the same list.
+                    let (left, right) = if partial {
+                        (left.partial_key_counts(), right.partial_key_counts())
+                    } else {
+                        (left.key_counts(), right.key_counts())
+                    };
+                    hot_keys(left, right, thresholds)
                         .inspect(move |record| s.lock().unwrap()[index].push(*record));
                 });
             })
             .unwrap();
             for mut list in seen.lock().unwrap().drain(..) {
                 list.sort();
-                assert_eq!(list, expected, "W={workers}");
+                assert_eq!(list, expected, "W={workers}, partial counts: {partial}");
+            }
+        }
+    }
+
+    /// Past the combining window: three windows' worth of distinct keys with one key recurring
+    /// throughout. Totals are exact and once per key; partial counts sum to the same, and the
+    /// recurring key still combines (a few messages, not one per record).
+    #[test]
+    fn counts_stay_exact_past_the_combining_window() {
+        let rows: Vec<(u64, u32)> = (0..3 * LOCAL_KEYS as u64)
+            .map(|i| (if i % 4 == 0 { 7 } else { i + 100 }, 0))
+            .collect();
+        let hot_records = rows.iter().filter(|row| row.0 == 7).count() as u64;
+        for workers in [1usize, 3] {
+            for partial in [false, true] {
+                let seen: Arc<Mutex<Vec<(u64, u64)>>> = Arc::new(Mutex::new(Vec::new()));
+                let (all, s) = (rows.clone(), Arc::clone(&seen));
+                timely::execute(timely::Config::process(workers), move |worker| {
+                    // Worker 0 holds every row, as the reader of a streamed input does.
+                    let mine = if worker.index() == 0 {
+                        all.clone()
+                    } else {
+                        Vec::new()
+                    };
+                    let s = Arc::clone(&s);
+                    worker.dataflow::<u32, _, _>(|scope| {
+                        let stream = mine.to_stream(scope).container::<Vec<_>>();
+                        let counts = if partial {
+                            stream.partial_key_counts()
+                        } else {
+                            stream.key_counts()
+                        };
+                        counts.inspect(move |record| s.lock().unwrap().push(*record));
+                    });
+                })
+                .unwrap();
+                let seen = seen.lock().unwrap();
+                let case = format!("W={workers}, partial: {partial}");
+                let hot: Vec<u64> = seen.iter().filter(|r| r.0 == 7).map(|r| r.1).collect();
+                assert_eq!(hot.iter().sum::<u64>(), hot_records, "{case}");
+                assert!(
+                    hot.len() <= 4,
+                    "{case}: {} messages for the hot key",
+                    hot.len()
+                );
+                let mut others: Vec<(u64, u64)> =
+                    seen.iter().filter(|r| r.0 != 7).copied().collect();
+                others.sort_unstable();
+                let expected: Vec<(u64, u64)> = rows
+                    .iter()
+                    .filter(|row| row.0 != 7)
+                    .map(|row| (row.0, 1))
+                    .collect();
+                assert_eq!(others, expected, "{case}");
+                if !partial {
+                    assert_eq!(hot.len(), 1, "{case}");
+                }
             }
         }
     }

@@ -528,9 +528,13 @@ pub(crate) fn key_statistics<K: JoinKey>(
         let sink = Rc::clone(&hot);
         match params.statistics {
             Statistics::Exact => {
-                hot_keys(left.key_counts(), right.key_counts(), thresholds)
-                    .inspect(move |record| sink.borrow_mut().push(record.clone()))
-                    .probe_with(&probe);
+                hot_keys(
+                    left.partial_key_counts(),
+                    right.partial_key_counts(),
+                    thresholds,
+                )
+                .inspect(move |record| sink.borrow_mut().push(record.clone()))
+                .probe_with(&probe);
             }
             Statistics::SpaceSaving { capacity } => {
                 let capacity = match capacity {

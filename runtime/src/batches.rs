@@ -102,30 +102,19 @@ impl InputFile {
                     }
                     (Arc::new(schema), records as u64, Some(csv))
                 }
-                // The IPC footer has no row counts: count them in a pass over the key columns.
+                // Counted by `find_keys`.
                 FileFormat::ArrowIpc => (ipc_reader(path, file, None, None)?.0, 0, None),
             };
-            key_kinds(schema.as_ref(), key_columns, path)?;
-            let key_indices = key_columns
-                .iter()
-                .map(|name| find_field(&schema, name, path).map(|(index, _)| index))
-                .collect::<Result<Vec<_>>>()?;
             let mut input = InputFile {
                 path: path.to_path_buf(),
                 format,
                 schema,
                 rows,
-                key_indices,
+                key_indices: Vec::new(),
                 csv,
                 selection: Selection::All,
             };
-            if format == FileFormat::ArrowIpc {
-                let mut rows = 0u64;
-                for batch in input.batches(true)? {
-                    rows += batch?.num_rows() as u64;
-                }
-                input.rows = rows;
-            }
+            input.find_keys(key_columns)?;
             Ok(input)
         })
     }
@@ -180,28 +169,36 @@ impl InputFile {
                 (schema, 0, Selection::Batches(run))
             }
         };
-        key_kinds(schema.as_ref(), key_columns, path)?;
-        let key_indices = key_columns
-            .iter()
-            .map(|name| find_field(&schema, name, path).map(|(index, _)| index))
-            .collect::<Result<Vec<_>>>()?;
         let mut input = InputFile {
             path: path.to_path_buf(),
             format,
             schema,
             rows,
-            key_indices,
+            key_indices: Vec::new(),
             csv: None,
             selection,
         };
-        if format == FileFormat::ArrowIpc {
+        input.find_keys(key_columns)?;
+        Ok(input)
+    }
+
+    /// Checks that `key_columns` exist and can be keys, and notes where they are; for Arrow IPC,
+    /// whose footer has no row counts, counts the rows in a pass over the key columns.
+    fn find_keys(&mut self, key_columns: &[String]) -> Result<()> {
+        let path = self.path.as_path();
+        key_kinds(self.schema.as_ref(), key_columns, path)?;
+        self.key_indices = key_columns
+            .iter()
+            .map(|name| find_field(&self.schema, name, path).map(|(index, _)| index))
+            .collect::<Result<Vec<_>>>()?;
+        if self.format == FileFormat::ArrowIpc {
             let mut rows = 0u64;
-            for batch in input.batches(true)? {
+            for batch in self.batches(true)? {
                 rows += batch?.num_rows() as u64;
             }
-            input.rows = rows;
+            self.rows = rows;
         }
-        Ok(input)
+        Ok(())
     }
 
     /// The file's rows in order, [`CHUNK_ROWS`] to a batch (the last may be shorter); with
@@ -216,11 +213,8 @@ impl InputFile {
             indices.dedup();
             indices
         });
-        let raw: RawBatches = fenced(path, self.format, || match self.format {
-            _ if matches!(self.selection, Selection::Loaded(_)) => {
-                let Selection::Loaded(batch) = &self.selection else {
-                    unreachable!("matched above")
-                };
+        let raw: RawBatches = fenced(path, self.format, || match (&self.selection, self.format) {
+            (Selection::Loaded(batch), _) => {
                 let batch = match &projection {
                     Some(indices) => batch.project(indices).map_err(|error| {
                         Error::Internal(format!("projecting {}: {error}", path.display()))
@@ -229,10 +223,10 @@ impl InputFile {
                 };
                 Ok(Box::new(std::iter::once(Ok(batch))) as RawBatches)
             }
-            FileFormat::Parquet => {
+            (selection, FileFormat::Parquet) => {
                 let builder = ParquetRecordBatchReaderBuilder::try_new(file)
                     .map_err(|error| parquet_read_error(path, error))?;
-                let builder = match &self.selection {
+                let builder = match selection {
                     Selection::RowGroups(groups) => builder.with_row_groups(groups.clone()),
                     _ => builder,
                 };
@@ -252,14 +246,14 @@ impl InputFile {
                     .map_err(|error| parquet_read_error(path, error))?;
                 Ok(Box::new(reader) as RawBatches)
             }
-            FileFormat::ArrowIpc => {
-                let run = match &self.selection {
+            (selection, FileFormat::ArrowIpc) => {
+                let run = match selection {
                     Selection::Batches(run) => Some(run.clone()),
                     _ => None,
                 };
                 Ok(ipc_reader(path, file, projection.clone(), run)?.1)
             }
-            FileFormat::Csv => {
+            (_, FileFormat::Csv) => {
                 let mut builder = arrow::csv::ReaderBuilder::new(Arc::clone(&self.schema))
                     .with_format(self.csv.clone().unwrap_or_default().with_header(true))
                     .with_batch_size(CHUNK_ROWS);
