@@ -129,6 +129,7 @@ def main():
     parser.add_argument("--out", default=os.path.join(HERE, "..", "loads"), help="where the PNGs, loads.md and loads.json go")
     args = parser.parse_args()
     args.skewjoin = os.path.abspath(args.skewjoin)
+    args.out = os.path.normpath(args.out)
     if not os.access(args.skewjoin, os.X_OK):
         sys.exit(f"no skewjoin binary at {args.skewjoin}: build it (cargo build --release) or pass --skewjoin PATH")
     names = args.only or SKEWED
