@@ -32,7 +32,7 @@ use parquet::arrow::ProjectionMask;
 use crate::error::{Error, Result};
 use crate::io::{
     arrow_read_error, csv_error, fenced, find_field, ipc_block_bodies, key_kinds, open_input,
-    parquet_read_error, read_error, read_table_share, share_run, FileFormat, Share,
+    parquet_read_error, read_error, read_table_share, row_group_rows, share_run, FileFormat, Share,
     ARROW_FILE_MAGIC,
 };
 
@@ -148,13 +148,7 @@ impl InputFile {
                 fenced(path, format, || {
                     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
                         .map_err(|error| parquet_read_error(path, error))?;
-                    // A negative count is corrupt; weighing it 0 leaves the error to the decoder.
-                    let group_rows: Vec<u64> = builder
-                        .metadata()
-                        .row_groups()
-                        .iter()
-                        .map(|group| u64::try_from(group.num_rows()).unwrap_or(0))
-                        .collect();
+                    let group_rows = row_group_rows(builder.metadata());
                     let run = share_run(&group_rows, share);
                     let rows = group_rows[run.clone()].iter().sum();
                     Ok((

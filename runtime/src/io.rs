@@ -509,19 +509,22 @@ pub(crate) fn share_run(weights: &[u64], share: Share) -> Range<usize> {
     boundary(share.index)..boundary(share.index + 1)
 }
 
+/// The rows of each row group of a Parquet file, from its footer. A negative count is corrupt;
+/// weighing it 0 leaves the error to the decoder.
+pub(crate) fn row_group_rows(metadata: &parquet::file::metadata::ParquetMetaData) -> Vec<u64> {
+    metadata
+        .row_groups()
+        .iter()
+        .map(|group| u64::try_from(group.num_rows()).unwrap_or(0))
+        .collect()
+}
+
 fn read_parquet_share(path: &Path, file: File, share: Share) -> Result<RecordBatch> {
     let corrupt = |error: ParquetError| parquet_read_error(path, error);
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(corrupt)?;
     let schema = builder.schema().clone();
-    // Row counts come from the footer, so choosing this share's row groups reads no data. A
-    // negative count is corrupt; weighing it 0 leaves the error to the decoder.
-    let rows: Vec<u64> = builder
-        .metadata()
-        .row_groups()
-        .iter()
-        .map(|group| u64::try_from(group.num_rows()).unwrap_or(0))
-        .collect();
-    let run = share_run(&rows, share);
+    // Row counts come from the footer, so choosing this share's row groups reads no data.
+    let run = share_run(&row_group_rows(builder.metadata()), share);
     let reader = builder
         .with_row_groups(run.collect())
         .with_batch_size(READ_BATCH_ROWS)
