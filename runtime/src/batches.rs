@@ -31,7 +31,7 @@ use parquet::arrow::ProjectionMask;
 
 use crate::error::{Error, Result};
 use crate::io::{
-    arrow_read_error, csv_error, fenced, find_field, ipc_block_bodies, key_kinds, open_input,
+    arrow_read_error, csv_error, fenced, find_field, ipc_file_bodies, key_kinds, open_input,
     parquet_read_error, read_error, read_table_share, row_group_rows, share_run, FileFormat, Share,
     ARROW_FILE_MAGIC,
 };
@@ -320,14 +320,7 @@ fn ipc_share_run(path: &Path, share: Share) -> Result<(SchemaRef, Range<usize>)>
     fenced(path, FileFormat::ArrowIpc, || {
         if is_ipc_file(path, &mut file)? {
             let mut reader = FileReader::try_new_buffered(file, None).map_err(corrupt)?;
-            let bodies = ipc_block_bodies(reader.get_mut()).map_err(corrupt)?;
-            if bodies.len() != reader.num_batches() {
-                return Err(corrupt(ArrowError::ParseError(format!(
-                    "the footer lists {} record batches, then {}",
-                    reader.num_batches(),
-                    bodies.len()
-                ))));
-            }
+            let bodies = ipc_file_bodies(&mut reader).map_err(corrupt)?;
             return Ok((reader.schema(), share_run(&bodies, share)));
         }
         let schema = StreamReader::try_new_buffered(&mut file, None)

@@ -557,15 +557,7 @@ fn read_ipc_share(path: &Path, mut file: File, share: Share) -> Result<RecordBat
     }
     let mut reader = FileReader::try_new_buffered(file, None).map_err(corrupt)?;
     let schema = reader.schema();
-    // The reader keeps the footer's blocks to itself, so read their body lengths from it again.
-    let bodies = ipc_block_bodies(reader.get_mut()).map_err(corrupt)?;
-    if bodies.len() != reader.num_batches() {
-        return Err(corrupt(ArrowError::ParseError(format!(
-            "the footer lists {} record batches, then {}",
-            reader.num_batches(),
-            bodies.len()
-        ))));
-    }
+    let bodies = ipc_file_bodies(&mut reader).map_err(corrupt)?;
     let run = share_run(&bodies, share);
     let batches = if run.is_empty() {
         Vec::new()
@@ -579,8 +571,24 @@ fn read_ipc_share(path: &Path, mut file: File, share: Share) -> Result<RecordBat
     concat(path, &schema, &batches)
 }
 
+/// The body length of each record batch of an Arrow IPC file, checked against the batches its
+/// reader counts. The reader keeps the footer's blocks to itself, so they are read again.
+pub(crate) fn ipc_file_bodies<R: Read + io::Seek>(
+    reader: &mut FileReader<R>,
+) -> std::result::Result<Vec<u64>, ArrowError> {
+    let bodies = ipc_block_bodies(reader.get_mut())?;
+    if bodies.len() != reader.num_batches() {
+        return Err(ArrowError::ParseError(format!(
+            "the footer lists {} record batches, then {}",
+            reader.num_batches(),
+            bodies.len()
+        )));
+    }
+    Ok(bodies)
+}
+
 /// The body length of each record batch an Arrow IPC file's footer lists.
-pub(crate) fn ipc_block_bodies<R: Read + io::Seek>(
+fn ipc_block_bodies<R: Read + io::Seek>(
     reader: &mut R,
 ) -> std::result::Result<Vec<u64>, ArrowError> {
     let mut tail = [0u8; 10];
