@@ -12,27 +12,146 @@
 //! are never joined with each other; strategies route a key's records so that this never loses a
 //! pair.
 
-use rustc_hash::{FxBuildHasher, FxHashMap};
-
+use crate::hash::mix64;
 use crate::join_type::{JoinType, Side};
 use crate::key::JoinKey;
 
 const NO_GROUP: u32 = u32::MAX;
+
+/// Cursors that take turns in [`permute`].
+const PERMUTE_CURSORS: usize = 16;
+
+/// Rows looked up together, before any of them inserts or emits.
+const LOOKUP_BATCH: usize = 32;
 
 /// A hash table over borrowed `(key, value)` rows, grouped by key.
 ///
 /// Building reorders the rows in place so that each key's rows are one contiguous run: emitting a
 /// hot key's pairs then scans dense memory instead of chasing indices, which is what makes
 /// output production run at memory speed.
+///
+/// The table is our own open addressing over [`Slot`]s rather than a general hash map because
+/// on tables far larger than the cache, lookups wait on memory: knowing where a key's slot and
+/// run lie lets a batch of lookups prefetch them all before any of them waits.
 pub struct BuildTable<'a, K, V> {
     /// The rows, NULL keys first, then grouped by key.
     rows: &'a [(K, V)],
-    /// Key to group number.
-    groups: FxHashMap<&'a K, u32>,
-    /// Group `g`'s rows are `rows[starts[g]..starts[g + 1]]`.
+    /// Every group's run of rows, found by its key's tag.
+    slots: Slots,
+    /// The groups' first rows in order, then the end of the last: `rows[starts[g]..starts[g + 1]]`.
     starts: Vec<u32>,
-    /// Per group, whether some probe row matched it; empty unless tracking was asked for.
+    /// Per row, whether some probe row matched the group it starts; empty unless tracking.
     matched: Vec<bool>,
+}
+
+/// One key's rows in a [`BuildTable`]: a run of its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Group {
+    start: u32,
+    end: u32,
+}
+
+/// One slot of a [`BuildTable`]'s table.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    /// The key's [`tag`], never 0; 0 marks an empty slot.
+    tag: u32,
+    /// While the rows are numbered, the group's number; then the first row of its run.
+    start: u32,
+    /// While the rows are numbered, the group's first row; then the end of its run.
+    end: u32,
+}
+
+/// A key's 32-bit tag: where its slot search starts (the high bits) and what slots are compared
+/// by before the keys are. The stable hash is mixed again because partitions are cut by its high
+/// bits, so within one partition those are alike.
+#[inline]
+fn tag<K: JoinKey>(key: &K) -> u32 {
+    ((mix64(key.stable_hash()) >> 32) as u32) | 1
+}
+
+/// Asks the CPU to start loading `item`'s cache line; a no-op where there is no such hint.
+#[inline(always)]
+fn prefetch<T>(item: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it cannot fault and changes nothing the program sees.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(item).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = item;
+}
+
+/// Open addressing with linear probing over a power-of-two number of slots, at most
+/// [`MAX_LOAD`] full; a key's search starts at the slot its tag's high bits name, so growing
+/// needs the tags only.
+struct Slots {
+    slots: Vec<Slot>,
+    /// `32 - log2(slots.len())`.
+    shift: u32,
+    used: usize,
+}
+
+/// The fullest a table gets before it doubles, as used slots per ten.
+const MAX_LOAD: usize = 7;
+
+impl Slots {
+    fn for_groups(groups: usize) -> Self {
+        let capacity = (groups * 10 / MAX_LOAD + 1).next_power_of_two().max(16);
+        assert!(capacity <= 1 << 31, "too many keys for one partition");
+        Slots {
+            slots: vec![Slot::default(); capacity],
+            shift: 32 - capacity.trailing_zeros(),
+            used: 0,
+        }
+    }
+
+    #[inline]
+    fn home(&self, tag: u32) -> usize {
+        (tag >> self.shift) as usize
+    }
+
+    #[inline]
+    fn next(&self, at: usize) -> usize {
+        (at + 1) & (self.slots.len() - 1)
+    }
+
+    /// The first slot with this tag, if one comes before an empty slot: the likely slot of the
+    /// key, to prefetch its row.
+    #[inline]
+    fn candidate(&self, tag: u32) -> Option<&Slot> {
+        let mut at = self.home(tag);
+        loop {
+            let slot = &self.slots[at];
+            if slot.tag == tag {
+                return Some(slot);
+            }
+            if slot.tag == 0 {
+                return None;
+            }
+            at = self.next(at);
+        }
+    }
+
+    /// Fills the empty slot `at`, growing the table if that made it too full.
+    #[inline]
+    fn fill(&mut self, at: usize, slot: Slot) {
+        self.slots[at] = slot;
+        self.used += 1;
+        if self.used * 10 > self.slots.len() * MAX_LOAD {
+            let mut grown = Slots::for_groups(self.slots.len());
+            for &slot in self.slots.iter().filter(|slot| slot.tag != 0) {
+                let mut at = grown.home(slot.tag);
+                while grown.slots[at].tag != 0 {
+                    at = grown.next(at);
+                }
+                grown.slots[at] = slot;
+            }
+            grown.used = self.used;
+            *self = grown;
+        }
+    }
 }
 
 impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
@@ -44,23 +163,53 @@ impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
             "too many rows for one partition"
         );
         // Pass 1: a group number per row (NULL keys form group 0's prefix, numbered NO_GROUP).
+        // Rows are numbered in batches: the batch's home slots are prefetched first, then the
+        // first row of each likely group, so that their cache misses overlap instead of coming
+        // one after another.
+        let mut slots = Slots::for_groups(rows.len().min(1 << 12));
         let mut group_of_row = Vec::with_capacity(rows.len());
         let mut sizes: Vec<u32> = Vec::new();
         let mut nulls = 0u32;
-        {
-            let mut numbering: FxHashMap<&K, u32> =
-                FxHashMap::with_capacity_and_hasher(rows.len().min(1 << 16), FxBuildHasher);
-            for (key, _) in rows.iter() {
+        let view: &[(K, V)] = rows;
+        let mut tags = [0u32; LOOKUP_BATCH];
+        for (batch_number, batch) in view.chunks(LOOKUP_BATCH).enumerate() {
+            for ((key, _), tag_of) in batch.iter().zip(&mut tags) {
+                *tag_of = tag(key);
+                prefetch(&slots.slots[slots.home(*tag_of)]);
+            }
+            for &tag in &tags[..batch.len()] {
+                if let Some(slot) = slots.candidate(tag) {
+                    prefetch(&view[slot.end as usize]);
+                }
+            }
+            for (offset, ((key, _), &tag)) in batch.iter().zip(&tags).enumerate() {
                 if key.is_null() {
                     nulls += 1;
                     group_of_row.push(NO_GROUP);
                     continue;
                 }
-                let next = sizes.len() as u32;
-                let group = *numbering.entry(key).or_insert(next);
-                if group == next {
-                    sizes.push(0);
-                }
+                let mut at = slots.home(tag);
+                let group = loop {
+                    let slot = slots.slots[at];
+                    if slot.tag == 0 {
+                        let group = sizes.len() as u32;
+                        sizes.push(0);
+                        let end = (batch_number * LOOKUP_BATCH + offset) as u32;
+                        slots.fill(
+                            at,
+                            Slot {
+                                tag,
+                                start: group,
+                                end,
+                            },
+                        );
+                        break group;
+                    }
+                    if slot.tag == tag && view[slot.end as usize].0 == *key {
+                        break slot.start;
+                    }
+                    at = slots.next(at);
+                };
                 sizes[group as usize] += 1;
                 group_of_row.push(group);
             }
@@ -73,7 +222,13 @@ impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
             total += size;
         }
         starts.push(total);
-        let mut cursor = starts[..sizes.len()].to_vec();
+        drop(sizes);
+        for slot in slots.slots.iter_mut().filter(|slot| slot.tag != 0) {
+            let group = slot.start as usize;
+            slot.start = starts[group];
+            slot.end = starts[group + 1];
+        }
+        let mut cursor = starts[..starts.len() - 1].to_vec();
         let mut null_cursor = 0u32;
         let mut destination: Vec<u32> = group_of_row
             .into_iter()
@@ -87,30 +242,38 @@ impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
                 *slot - 1
             })
             .collect();
-        // Apply the permutation in place by following its cycles.
-        for start in 0..rows.len() {
-            while destination[start] as usize != start {
-                let target = destination[start] as usize;
-                rows.swap(start, target);
-                destination.swap(start, target);
-            }
-        }
-        let rows: &'a [(K, V)] = rows;
-        let mut groups: FxHashMap<&'a K, u32> =
-            FxHashMap::with_capacity_and_hasher(sizes.len(), FxBuildHasher);
-        for (group, &start) in starts[..sizes.len()].iter().enumerate() {
-            groups.insert(&rows[start as usize].0, group as u32);
-        }
+        drop(cursor);
+        permute(rows, &mut destination);
         let matched = if track_matches {
-            vec![false; sizes.len()]
+            vec![false; rows.len()]
         } else {
             Vec::new()
         };
         BuildTable {
             rows,
-            groups,
+            slots,
             starts,
             matched,
+        }
+    }
+
+    /// The groups of a batch of probe rows' keys, into `found`: the home slots of all are
+    /// prefetched, then the first row of each one's likely run, and only then is any compared,
+    /// so that the batch's cache misses overlap.
+    pub fn groups_of_batch<X>(&self, probe: &[(K, X)], found: &mut [Option<Group>]) {
+        assert!(probe.len() <= LOOKUP_BATCH && found.len() >= probe.len());
+        let mut tags = [0u32; LOOKUP_BATCH];
+        for ((key, _), tag_of) in probe.iter().zip(&mut tags) {
+            *tag_of = tag(key);
+            prefetch(&self.slots.slots[self.slots.home(*tag_of)]);
+        }
+        for &tag in &tags[..probe.len()] {
+            if let Some(slot) = self.slots.candidate(tag) {
+                prefetch(&self.rows[slot.start as usize]);
+            }
+        }
+        for (((key, _), &tag), group) in probe.iter().zip(&tags).zip(found.iter_mut()) {
+            *group = self.find(key, tag);
         }
     }
 
@@ -119,44 +282,108 @@ impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
         self.starts.len() - 1
     }
 
+    /// The `index`th group in the order of the rows, for `index < group_count()`.
+    #[inline]
+    pub fn group_at(&self, index: usize) -> Group {
+        Group {
+            start: self.starts[index],
+            end: self.starts[index + 1],
+        }
+    }
+
     /// The group of `key`, if any row has it. NULL finds nothing.
     #[inline]
-    pub fn group_of(&self, key: &K) -> Option<u32> {
+    pub fn group_of(&self, key: &K) -> Option<Group> {
+        self.find(key, tag(key))
+    }
+
+    #[inline]
+    fn find(&self, key: &K, tag: u32) -> Option<Group> {
         if key.is_null() {
             return None;
         }
-        self.groups.get(key).copied()
+        let mut at = self.slots.home(tag);
+        loop {
+            let slot = &self.slots.slots[at];
+            if slot.tag == 0 {
+                return None;
+            }
+            if slot.tag == tag && self.rows[slot.start as usize].0 == *key {
+                return Some(Group {
+                    start: slot.start,
+                    end: slot.end,
+                });
+            }
+            at = self.slots.next(at);
+        }
     }
 
-    /// The rows of group `group`, contiguous.
+    /// The rows of `group`, contiguous.
     #[inline]
-    pub fn group_rows(&self, group: u32) -> &'a [(K, V)] {
-        &self.rows[self.starts[group as usize] as usize..self.starts[group as usize + 1] as usize]
+    pub fn group_rows(&self, group: Group) -> &'a [(K, V)] {
+        &self.rows[group.start as usize..group.end as usize]
     }
 
-    /// The key of group `group`.
+    /// The key of `group`.
     #[inline]
-    pub fn group_key(&self, group: u32) -> &'a K {
-        &self.rows[self.starts[group as usize] as usize].0
+    pub fn group_key(&self, group: Group) -> &'a K {
+        &self.rows[group.start as usize].0
     }
 
-    /// Records that group `group` matched (a no-op unless tracking).
+    /// Records that `group` matched (a no-op unless tracking).
     #[inline]
-    pub fn mark(&mut self, group: u32) {
-        if let Some(flag) = self.matched.get_mut(group as usize) {
+    pub fn mark(&mut self, group: Group) {
+        if let Some(flag) = self.matched.get_mut(group.start as usize) {
             *flag = true;
         }
     }
 
-    /// Whether group `group` matched (false unless tracking).
+    /// Whether `group` matched (false unless tracking).
     #[inline]
-    pub fn is_matched(&self, group: u32) -> bool {
-        self.matched.get(group as usize).copied().unwrap_or(false)
+    pub fn is_matched(&self, group: Group) -> bool {
+        self.matched
+            .get(group.start as usize)
+            .copied()
+            .unwrap_or(false)
     }
 
     /// The rows whose key is NULL.
     pub fn null_rows(&self) -> &'a [(K, V)] {
         &self.rows[..self.starts[0] as usize]
+    }
+}
+
+/// Moves row `i` to `destination[i]`, in place; `destination` must be a permutation of the row
+/// numbers (it is left as the identity).
+///
+/// A swap puts one row where it belongs and never moves one that is there already, so swaps may
+/// come in any order. Following one cycle at a time, every swap would wait for the cache miss of
+/// the one before; [`PERMUTE_CURSORS`] cursors, each over its own stretch of start positions,
+/// take turns, so that their misses overlap.
+fn permute<T>(rows: &mut [T], destination: &mut [u32]) {
+    let count = rows.len();
+    assert_eq!(destination.len(), count);
+    let stretch = count.div_ceil(PERMUTE_CURSORS).max(1);
+    let mut at: [usize; PERMUTE_CURSORS] = std::array::from_fn(|c| (c * stretch).min(count));
+    let ends: [usize; PERMUTE_CURSORS] = std::array::from_fn(|c| ((c + 1) * stretch).min(count));
+    loop {
+        let mut moving = false;
+        for (at, &end) in at.iter_mut().zip(&ends) {
+            if *at == end {
+                continue;
+            }
+            moving = true;
+            let to = destination[*at] as usize;
+            if to == *at {
+                *at += 1;
+            } else {
+                rows.swap(*at, to);
+                destination.swap(*at, to);
+            }
+        }
+        if !moving {
+            break;
+        }
     }
 }
 
@@ -274,39 +501,46 @@ fn join_oriented<K, B, P, E>(
 {
     let mut table = BuildTable::new(build, emission.track_build());
 
-    for (key, value) in probe {
-        let mut matched = false;
-        if let Some(group) = table.group_of(key) {
-            matched = true;
-            table.mark(group);
-            if emission.pairs {
-                for (_, built) in table.group_rows(group) {
-                    emit(key, Some(built), Some(value));
-                }
-            }
-        }
-        if let Some(other) = broadcast_build {
-            if let Some(group) = other.group_of(key) {
+    // Probe rows look up in batches: the lookups of a batch do not depend on each other, so
+    // their cache misses overlap when no emitting runs between them.
+    let mut found = [None; LOOKUP_BATCH];
+    for batch in probe.chunks(LOOKUP_BATCH) {
+        table.groups_of_batch(batch, &mut found);
+        for ((key, value), group) in batch.iter().zip(found) {
+            let mut matched = false;
+            if let Some(group) = group {
                 matched = true;
+                table.mark(group);
                 if emission.pairs {
-                    for (_, built) in other.group_rows(group) {
+                    for (_, built) in table.group_rows(group) {
                         emit(key, Some(built), Some(value));
                     }
                 }
             }
-        }
-        let keep = if matched {
-            emission.semi_probe
-        } else {
-            emission.pad_probe || emission.anti_probe
-        };
-        if keep {
-            emit(key, None, Some(value));
+            if let Some(other) = broadcast_build {
+                if let Some(group) = other.group_of(key) {
+                    matched = true;
+                    if emission.pairs {
+                        for (_, built) in other.group_rows(group) {
+                            emit(key, Some(built), Some(value));
+                        }
+                    }
+                }
+            }
+            let keep = if matched {
+                emission.semi_probe
+            } else {
+                emission.pad_probe || emission.anti_probe
+            };
+            if keep {
+                emit(key, None, Some(value));
+            }
         }
     }
 
     if let Some(other) = broadcast_probe {
-        for group in 0..table.group_count() as u32 {
+        for index in 0..table.group_count() {
+            let group = table.group_at(index);
             let key = table.group_key(group);
             if let Some(other_group) = other.group_of(key) {
                 table.mark(group);
@@ -322,7 +556,8 @@ fn join_oriented<K, B, P, E>(
     }
 
     if emission.track_build() {
-        for group in 0..table.group_count() as u32 {
+        for index in 0..table.group_count() {
+            let group = table.group_at(index);
             let keep = if table.is_matched(group) {
                 emission.semi_build
             } else {
@@ -478,5 +713,93 @@ mod tests {
                 (Key::Int(7), Some(1), None),
             ]
         );
+    }
+
+    /// A deterministic scramble (Fisher-Yates driven by SplitMix64).
+    fn scramble<T>(items: &mut [T], seed: u64) {
+        let mut state = seed;
+        for i in (1..items.len()).rev() {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            items.swap(i, (mix64(state) % (i as u64 + 1)) as usize);
+        }
+    }
+
+    #[test]
+    fn permute_puts_every_row_where_it_belongs() {
+        for count in [0usize, 1, 2, 15, 16, 17, 33, 1000] {
+            let mut destination: Vec<u32> = (0..count as u32).collect();
+            scramble(&mut destination, count as u64);
+            let mut rows: Vec<String> = (0..count).map(|i| format!("row {i}")).collect();
+            let wanted = destination.clone();
+            permute(&mut rows, &mut destination);
+            for (from, &to) in wanted.iter().enumerate() {
+                assert_eq!(rows[to as usize], format!("row {from}"), "{count} rows");
+            }
+        }
+    }
+
+    #[test]
+    fn a_table_past_its_first_size_finds_every_key_and_only_its_rows() {
+        // 20,000 distinct keys (the table is first sized for 4,096 and doubles several times),
+        // each on 1 to 3 rows, strings among them, and NULLs, in scrambled order.
+        let mut rows: Vec<(Key, u32)> = Vec::new();
+        let key_of = |i: i64| {
+            if i % 7 == 0 {
+                Key::str(&format!("s{i}"))
+            } else {
+                Key::Int(i * 1_000_003)
+            }
+        };
+        for i in 0..20_000i64 {
+            for _ in 0..=i % 3 {
+                rows.push((key_of(i), rows.len() as u32));
+            }
+            if i % 1000 == 0 {
+                rows.push((Key::Null, rows.len() as u32));
+            }
+        }
+        scramble(&mut rows, 7);
+        let mut expected: std::collections::BTreeMap<Key, Vec<u32>> = Default::default();
+        for (key, value) in rows.iter().filter(|(key, _)| !key.is_null()) {
+            expected.entry(key.clone()).or_default().push(*value);
+        }
+        let table = BuildTable::new(&mut rows, true);
+        assert_eq!(table.group_count(), 20_000);
+        assert_eq!(table.null_rows().len(), 20);
+        assert!(table.null_rows().iter().all(|(key, _)| key.is_null()));
+        for (key, values) in &expected {
+            let group = table.group_of(key).expect("every key is found");
+            assert_eq!(table.group_key(group), key);
+            let mut found: Vec<u32> = table
+                .group_rows(group)
+                .iter()
+                .map(|(row_key, value)| {
+                    assert_eq!(row_key, key);
+                    *value
+                })
+                .collect();
+            found.sort_unstable();
+            let mut values = values.clone();
+            values.sort_unstable();
+            assert_eq!(found, values);
+        }
+        // Batched lookups agree with single ones, across a last short batch, for keys present,
+        // absent (never inserted, or NULL) alike.
+        let probe: Vec<(Key, ())> = (0..20_037i64)
+            .map(|i| match i % 3 {
+                0 => (key_of(i), ()),
+                1 => (Key::Int(i * 1_000_003 + 1), ()),
+                _ if i % 2 == 0 => (Key::Null, ()),
+                _ => (key_of(i), ()),
+            })
+            .collect();
+        let mut found = [None; LOOKUP_BATCH];
+        for batch in probe.chunks(LOOKUP_BATCH) {
+            table.groups_of_batch(batch, &mut found);
+            for ((key, _), group) in batch.iter().zip(found) {
+                assert_eq!(group, table.group_of(key));
+                assert_eq!(group.is_some(), expected.contains_key(key), "{key:?}");
+            }
+        }
     }
 }
