@@ -543,6 +543,15 @@ impl KeyTally {
         }
     }
 
+    /// Adds the counts of `other`, which may have been gathered on another thread.
+    pub fn merge(&mut self, other: KeyTally) {
+        for (mine, theirs) in self.buckets.iter_mut().zip(other.buckets) {
+            mine.extend(theirs);
+        }
+        self.rows[0] += other.rows[0];
+        self.rows[1] += other.rows[1];
+    }
+
     /// The key that would give its hash partition the most over half a fair share of the
     /// output (its `n_L x n_R` pairs against `OUT / P`) or of one side's input, if any: then
     /// `auto` runs AM-Join instead of Shuffle-Join.
@@ -769,16 +778,20 @@ mod tests {
 
     proptest::proptest! {
         /// The bucketed tally finds the key with the largest share, as counting every key by
-        /// brute force does, NULL keys counted as rows but never as keys.
+        /// brute force does, NULL keys counted as rows but never as keys, and with its sides
+        /// counted apart and merged.
         #[test]
         fn the_tally_finds_the_largest_share(
             left in proptest::collection::vec(proptest::option::weighted(0.9, 0i64..40), 0..300),
             right in proptest::collection::vec(proptest::option::weighted(0.9, 0i64..40), 0..300),
             partitions in 1usize..9,
         ) {
+            // Each side tallied apart and merged, as the runtime does on two threads.
             let mut tally = KeyTally::default();
             left.iter().for_each(|key| tally.add(Side::Left, key));
-            right.iter().for_each(|key| tally.add(Side::Right, key));
+            let mut right_tally = KeyTally::default();
+            right.iter().for_each(|key| right_tally.add(Side::Right, key));
+            tally.merge(right_tally);
             let expected = largest_share(&left, &right, partitions);
             match tally.skew(partitions) {
                 Some(skew) => {
