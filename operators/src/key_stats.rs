@@ -13,8 +13,13 @@
 //! still combine; keys seen once or twice, which a map of every distinct key would only have
 //! copied (10^7 of them on a uniform input, inserted at a cache miss each), pass through at the
 //! cost of a cache-resident insert. [`hot_keys`] adds partial counts itself, so AM-Join sends the
-//! combined counts ([`KeyCounts::partial_key_counts`]) straight to it: one map of every distinct
-//! key per owner, where totalling each side first took two more.
+//! combined counts ([`KeyCounts::partial_key_counts`]) straight to it.
+//!
+//! The owner does not total every key either: it keeps the partial counts as they come and adds
+//! them up per hash bucket ([`OWNER_BUCKETS`] of them). A bucket's sums are at least the counts
+//! of any key in it, so a key in a bucket under both thresholds cannot be hot, and only the keys
+//! of the few buckets over one are totalled by key. On 10^7 uniform keys that map of every key,
+//! which missed the caches on nearly every record, is gone.
 //!
 //! Counts are per timestamp: the records of time `t` are counted, and the totals emitted at `t`
 //! once the inputs' frontiers have passed `t`. NULL keys match nothing and are never hot, so they
@@ -46,6 +51,7 @@ use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
+use crate::hash::mix64;
 use crate::key::JoinKey;
 
 /// Counts being gathered for one timestamp, with the capability to emit them at it.
@@ -54,6 +60,63 @@ type Pending<T, K, C> = (Capability<T>, FxHashMap<K, C>);
 /// The most distinct keys a worker combines before it sends their partial counts on: 2^16
 /// entries of a key and a count stay within a core's cache.
 pub const LOCAL_KEYS: usize = 1 << 16;
+
+/// Hash buckets an owner adds partial counts up in before it totals any key (1 MiB of sums):
+/// far fewer than the distinct keys of a large input, and far more than the keys that can be hot.
+pub const OWNER_BUCKETS: usize = 1 << 16;
+
+/// One time's partial counts on the keys' owner: kept as they came, and added up per hash bucket.
+struct OwnerTally<K> {
+    /// `(key, left count, right count)`, one of the two counts 0.
+    partials: Vec<KeyCount<K>>,
+    /// Per bucket, the left and right sums; allocated with the first count.
+    buckets: Vec<[u64; 2]>,
+}
+
+impl<K> Default for OwnerTally<K> {
+    fn default() -> Self {
+        OwnerTally {
+            partials: Vec::new(),
+            buckets: Vec::new(),
+        }
+    }
+}
+
+impl<K: JoinKey> OwnerTally<K> {
+    /// The bucket of `key`. The stable hash is mixed again: the exchange that brought the key
+    /// here chose this worker by its bits.
+    fn bucket(key: &K) -> usize {
+        (mix64(key.stable_hash()) >> (64 - OWNER_BUCKETS.trailing_zeros())) as usize
+    }
+
+    fn add(&mut self, key: K, left: u64, right: u64) {
+        if self.buckets.is_empty() {
+            self.buckets = vec![[0, 0]; OWNER_BUCKETS];
+        }
+        let sums = &mut self.buckets[Self::bucket(&key)];
+        sums[0] += left;
+        sums[1] += right;
+        self.partials.push((key, left, right));
+    }
+
+    /// The keys hot under `thresholds`, with their exact totals.
+    fn hot(self, thresholds: HotThresholds) -> impl Iterator<Item = KeyCount<K>> {
+        let buckets = self.buckets;
+        let mut totals: FxHashMap<K, (u64, u64)> = FxHashMap::default();
+        for (key, left, right) in self.partials {
+            let [left_sum, right_sum] = buckets[Self::bucket(&key)];
+            if thresholds.is_hot(left_sum, right_sum) {
+                let total = totals.entry(key).or_insert((0, 0));
+                total.0 += left;
+                total.1 += right;
+            }
+        }
+        totals
+            .into_iter()
+            .filter(move |(_, (left, right))| thresholds.is_hot(*left, *right))
+            .map(|(key, (left, right))| (key, left, right))
+    }
+}
 
 /// A key with its exact record counts on the left and on the right.
 pub type KeyCount<K> = (K, u64, u64);
@@ -199,21 +262,21 @@ where
 {
     let by_key = || Exchange::new(|record: &(K, u64)| record.0.stable_hash());
     left.binary_frontier(right, by_key(), by_key(), "HotKeys", move |_, _| {
-        let mut pending: Vec<Pending<T, K, (u64, u64)>> = Vec::new();
+        let mut pending: Vec<(Capability<T>, OwnerTally<K>)> = Vec::new();
         move |(input_left, frontier_left), (input_right, frontier_right), output| {
             input_left.for_each_stamp(|stamp, data| {
-                let counts = counts_for(&mut pending, &stamp);
+                let tally = counts_for(&mut pending, &stamp);
                 for batch in data {
                     for (key, count) in batch.drain(..) {
-                        counts.entry(key).or_insert((0, 0)).0 += count;
+                        tally.add(key, count, 0);
                     }
                 }
             });
             input_right.for_each_stamp(|stamp, data| {
-                let counts = counts_for(&mut pending, &stamp);
+                let tally = counts_for(&mut pending, &stamp);
                 for batch in data {
                     for (key, count) in batch.drain(..) {
-                        counts.entry(key).or_insert((0, 0)).1 += count;
+                        tally.add(key, 0, count);
                     }
                 }
             });
@@ -224,12 +287,10 @@ where
                     index += 1;
                     continue;
                 }
-                let (capability, counts) = pending.swap_remove(index);
+                let (capability, tally) = pending.swap_remove(index);
                 let mut session = output.session(&capability);
-                for (key, (l, r)) in counts {
-                    if thresholds.is_hot(l, r) {
-                        session.give((key, l, r));
-                    }
+                for hot in tally.hot(thresholds) {
+                    session.give(hot);
                 }
             }
         }
@@ -287,6 +348,35 @@ mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
     use timely::dataflow::operators::{Inspect, ToStream};
+
+    /// The owner totals a key's partial counts exactly, and a cold key that shares a hot key's
+    /// bucket (so it is totalled too) is still not reported.
+    #[test]
+    fn the_owner_reports_exact_totals_of_hot_keys_only() {
+        let (hot_left, hot_right) = (7u64, 9u64);
+        let bucket = OwnerTally::<u64>::bucket;
+        let neighbour = (0u64..)
+            .find(|&key| key != hot_left && bucket(&key) == bucket(&hot_left))
+            .expect("some key shares the bucket");
+        let mut tally = OwnerTally::default();
+        for _ in 0..6 {
+            tally.add(hot_left, 2, 0);
+            tally.add(hot_right, 0, 2);
+        }
+        tally.add(neighbour, 5, 3);
+        for key in 1000..21_000u64 {
+            tally.add(key, 1, 1);
+        }
+        tally.add(hot_left, 0, 4);
+        let mut hot: Vec<KeyCount<u64>> = tally
+            .hot(HotThresholds {
+                left: 10,
+                right: 10,
+            })
+            .collect();
+        hot.sort();
+        assert_eq!(hot, vec![(hot_left, 12, 4), (hot_right, 0, 12)]);
+    }
 
     /// Every worker must receive the same complete hot list, with exact counts, whatever W is.
     #[test]
