@@ -30,7 +30,7 @@ const LOOKUP_BATCH: usize = 32;
 /// hot key's pairs then scans dense memory instead of chasing indices, which is what makes
 /// output production run at memory speed.
 ///
-/// The table is our own open addressing over [`Slot`]s rather than a general hash map because
+/// The table is our own open addressing over 12-byte slots rather than a general hash map because
 /// on tables far larger than the cache, lookups wait on memory: knowing where a key's slot and
 /// run lie lets a batch of lookups prefetch them all before any of them waits.
 pub struct BuildTable<'a, K, V> {
