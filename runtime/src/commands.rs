@@ -11,7 +11,7 @@ use skewjoin_operators::{JoinType, Key, Partitioning, Side};
 use skewjoin_planner::cost::{predict, KeyStats};
 use skewjoin_planner::datagen::pavlo::{generate_pavlo, PavloSpec};
 use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
-use skewjoin_planner::strategy::{skew_reason, KeyTally};
+use skewjoin_planner::strategy::{skew_reason, KeyTally, SkewFinding};
 use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
 
 use crate::cli::{DemoArgs, ExplainArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
@@ -203,12 +203,12 @@ fn visit_keys(input: &StreamSide, mut visit: impl FnMut(&Key) -> bool) -> Result
 }
 
 /// `auto`'s skew check over streamed inputs: a pass over the keys of each side, and when a key
-/// is skewed, another until it is found, to name it.
+/// is hot, another until it is found (a hot key comes early), to name it.
 fn streamed_skew(
     left: &StreamSide,
     right: &StreamSide,
     partitions: usize,
-) -> Result<Option<String>> {
+) -> Result<Option<SkewFinding>> {
     // The two sides are read at once, one on another thread: reading and hashing the keys is
     // most of the check's time.
     let tally_side = |input: &StreamSide, side: Side| -> Result<KeyTally> {
@@ -236,7 +236,7 @@ fn streamed_skew(
     for input in [left, right] {
         visit_keys(input, |key| {
             if skew.is_of(key) {
-                found = Some(skew.reason(key));
+                found = Some(skew.finding(key));
             }
             found.is_none()
         })?;
@@ -354,19 +354,26 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
                 skew
             }
         };
-        if let Some(reason) = skew {
-            choice = choose(
-                Strategy::Am,
-                &PlanInputs {
+        match skew {
+            Some(SkewFinding {
+                am_pays: true,
+                reason,
+            }) => {
+                let inputs = PlanInputs {
                     how,
                     left_rows: rows.0,
                     right_rows: rows.1,
                     workers,
                     broadcast_limit: budget.rows,
-                },
-            )
-            .map_err(Error::Usage)?;
-            choice.reason = format!("the key counts show skew: {reason}");
+                };
+                choice = choose(Strategy::Am, &inputs).map_err(Error::Usage)?;
+                choice.reason = format!("the key counts show skew: {reason}");
+            }
+            Some(SkewFinding {
+                am_pays: false,
+                reason,
+            }) => choice.reason = format!("{}; {reason}", choice.reason),
+            None => {}
         }
     }
     choice.resolved = choice.resolved.tuned(&Tuning {
