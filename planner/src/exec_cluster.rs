@@ -32,7 +32,7 @@ use timely::worker::Worker;
 use timely::{ExchangeData, WorkerConfig};
 
 use crate::exec::{run_worker, Feed, JobKind, JoinJob, MemoryFeed, PairSink, RowHomes, RowValue};
-use crate::exec_stream::{readers, RowSource, StreamFeed, StreamJob};
+use crate::exec_stream::{RowSource, StreamFeed, StreamJob};
 use crate::report::StrategyReport;
 use crate::strategy::Resolved;
 
@@ -326,7 +326,7 @@ where
                     streamed = StreamFeed {
                         source: Arc::clone(source),
                         local: *rows,
-                        readers: readers(first_worker, threads),
+                        workers: first_worker..first_worker + threads,
                     };
                     &mut streamed
                 }
@@ -509,7 +509,8 @@ mod tests {
         )
     }
 
-    /// A process's share read as a stream, from memory: each side in order.
+    /// A process's share read as a stream, from memory: each side in order, its left side cut
+    /// every 100 rows so that the process's workers read it together.
     struct ShareSource(JoinJob<Key>);
 
     impl RowSource<Key> for ShareSource {
@@ -517,16 +518,25 @@ mod tests {
             &self,
             side: Side,
             _keys_only: bool,
+            rows: std::ops::Range<u64>,
             send: &mut dyn FnMut(Key, u64),
         ) -> Result<(), String> {
             let (keys, hashes) = match side {
                 Side::Left => (&self.0.left, &self.0.left_hashes),
                 Side::Right => (&self.0.right, &self.0.right_hashes),
             };
-            for (key, &hash) in keys.iter().zip(hashes.iter()) {
+            let rows = rows.start as usize..rows.end as usize;
+            for (key, &hash) in keys[rows.clone()].iter().zip(&hashes[rows]) {
                 send(key.clone(), hash);
             }
             Ok(())
+        }
+
+        fn cuts(&self, side: Side) -> Vec<u64> {
+            match side {
+                Side::Left => (100..self.0.left.len() as u64).step_by(100).collect(),
+                Side::Right => Vec::new(),
+            }
         }
     }
 

@@ -2,8 +2,10 @@
 //! in order, a bounded batch at a time, so no input is held whole before the join starts. Only
 //! the row counts must be known beforehand (they fix each row's home partition).
 //!
-//! One worker reads each side (worker 0 the left, worker 1 the right when there are two or more),
-//! so the two inputs are decoded in parallel and every other worker joins from the start. A row's
+//! A side the source can cut into parts ([`RowSource::cuts`], a Parquet file's row groups) is
+//! read by every worker at once, each its own run of parts, so a large side is decoded on all
+//! cores. A side that cannot be cut is read by one worker (worker 0 the left, worker 1 the right
+//! when there are two or more), so the two inputs are still decoded in parallel. A row's
 //! home partition is the one [`execute`](crate::exec::execute) gives it, by row number, so loads
 //! and outputs are those of an in-memory run. Rows go home through an exchange where the
 //! strategy needs them there before it routes them: every row for IB-Join and its baselines,
@@ -14,6 +16,7 @@
 //! same feed on each process over its share of the rows.
 //!
 //! ```
+//! use std::ops::Range;
 //! use std::sync::Arc;
 //! use skewjoin_operators::{JoinType, Key, Side};
 //! use skewjoin_planner::exec::CollectSink;
@@ -23,7 +26,13 @@
 //! /// Rows made up on the fly: left keys 0..1000, right keys 0..1000 step 2.
 //! struct Counting;
 //! impl RowSource<Key> for Counting {
-//!     fn read(&self, side: Side, _keys_only: bool, send: &mut dyn FnMut(Key, u64)) -> Result<(), String> {
+//!     fn read(
+//!         &self,
+//!         side: Side,
+//!         _keys_only: bool,
+//!         _rows: Range<u64>, // always every row: this source has no cuts
+//!         send: &mut dyn FnMut(Key, u64),
+//!     ) -> Result<(), String> {
 //!         let step = if side == Side::Left { 1 } else { 2 };
 //!         for key in (0..1000).step_by(step) {
 //!             send(Key::Int(key), 0);
@@ -44,6 +53,7 @@
 //! assert_eq!(rows, 500);
 //! ```
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -57,11 +67,46 @@ use crate::strategy::Resolved;
 
 /// Where a streaming job's rows come from.
 pub trait RowSource<K>: Send + Sync + 'static {
-    /// Sends every row of `side`, in order, as `send(key, hash)` (the hash goes to the output's
-    /// checksum). With `keys_only` only the keys are needed, for the key statistics, and the hash
-    /// may be zero. A failed read returns the error and sends nothing more.
-    fn read(&self, side: Side, keys_only: bool, send: &mut dyn FnMut(K, u64))
-        -> Result<(), String>;
+    /// Sends the rows `rows` of `side` (every row, unless the side has [`cuts`](Self::cuts):
+    /// then the rows from one cut, or 0, to the next, or the end), in order, as `send(key,
+    /// hash)` (the hash goes to the output's checksum). With `keys_only` only the keys are
+    /// needed, for the key statistics, and the hash may be zero. A failed read returns the error
+    /// and sends nothing more.
+    fn read(
+        &self,
+        side: Side,
+        keys_only: bool,
+        rows: Range<u64>,
+        send: &mut dyn FnMut(K, u64),
+    ) -> Result<(), String>;
+
+    /// The row numbers at which `side` may be cut into parts that are read apart, by several
+    /// workers at once: ascending, each above 0 and below the side's row count. None (the
+    /// default) has the side read whole, by one worker.
+    fn cuts(&self, _side: Side) -> Vec<u64> {
+        Vec::new()
+    }
+}
+
+/// The rows of each of `parts` parts of a side of `rows` rows, cut only at `cuts` (ascending,
+/// within `1..rows`), each part as near `rows / parts` rows as the cuts allow; a part may be
+/// empty.
+pub(crate) fn split_at_cuts(cuts: &[u64], rows: u64, parts: usize) -> Vec<Range<u64>> {
+    let mut bounds = vec![0u64];
+    for part in 1..parts {
+        let target = (rows as u128 * part as u128 / parts as u128) as u64;
+        // The cut nearest the target, not behind the last bound.
+        let after = cuts.partition_point(|&cut| cut < target);
+        let nearest = [after.checked_sub(1), Some(after)]
+            .into_iter()
+            .flatten()
+            .filter_map(|index| cuts.get(index).copied())
+            .min_by_key(|cut| cut.abs_diff(target))
+            .unwrap_or(0);
+        bounds.push(nearest.max(*bounds.last().unwrap_or(&0)));
+    }
+    bounds.push(rows);
+    bounds.windows(2).map(|pair| pair[0]..pair[1]).collect()
 }
 
 /// A join whose rows a [`RowSource`] reads, fully planned.
@@ -118,7 +163,7 @@ where
         let mut rows = StreamFeed {
             source: Arc::clone(&source),
             local: totals,
-            readers: readers(0, job.workers),
+            workers: 0..job.workers,
         };
         let kind = JobKind {
             how: job.how,
@@ -139,14 +184,34 @@ where
     gather(guards.join(), job.partitions, start)
 }
 
-/// A worker's rows of a streaming job: all of a side's rows (this process's, in a cluster) if it
-/// reads that side, else none.
+/// A worker's rows of a streaming job (of this process's rows, in a cluster): its run of parts
+/// of each side that can be cut, and all of a side that cannot if it reads that side.
 pub(crate) struct StreamFeed<R: ?Sized> {
     pub(crate) source: Arc<R>,
     /// The rows of each side the source sends.
     pub(crate) local: (u64, u64),
-    /// The workers that read the left and the right side.
-    pub(crate) readers: (usize, usize),
+    /// This process's workers, which share the reading.
+    pub(crate) workers: Range<usize>,
+}
+
+impl<R: ?Sized> StreamFeed<R> {
+    /// The rows of `side` (with `rows` rows and these cuts) that `worker` reads.
+    fn rows_of(&self, side: Side, rows: u64, cuts: &[u64], worker: usize) -> Range<u64> {
+        let first = self.workers.start;
+        let threads = self.workers.len();
+        if cuts.is_empty() {
+            let (left_reader, right_reader) = readers(first, threads);
+            let reader = match side {
+                Side::Left => left_reader,
+                Side::Right => right_reader,
+            };
+            return if reader == worker { 0..rows } else { 0..0 };
+        }
+        split_at_cuts(cuts, rows, threads.max(1))
+            .into_iter()
+            .nth(worker - first)
+            .unwrap_or(0..0)
+    }
 }
 
 impl<K: JoinKey, R: RowSource<K> + ?Sized> Feed<K> for StreamFeed<R> {
@@ -164,30 +229,43 @@ impl<K: JoinKey, R: RowSource<K> + ?Sized> Feed<K> for StreamFeed<R> {
         keys_only: bool,
         send: &mut dyn FnMut(K, u32, u64, Side),
     ) -> Result<(), String> {
-        for (side, expected, reader) in [
-            (Side::Left, self.local.0, self.readers.0),
-            (Side::Right, self.local.1, self.readers.1),
-        ] {
-            if reader != worker.index() {
+        for (side, total) in [(Side::Left, self.local.0), (Side::Right, self.local.1)] {
+            let cuts = self.source.cuts(side);
+            let rows = self.rows_of(side, total, &cuts, worker.index());
+            if rows.is_empty() {
                 continue;
             }
-            let mut row = 0u64;
-            self.source.read(side, keys_only, &mut |key, hash| {
-                // More rows than planned: their homes are unknown, so they are counted, not sent.
-                if row < expected {
-                    send(key, row as u32, hash, side);
-                    if (row + 1).is_multiple_of(FEED_CHUNK as u64) {
-                        worker.step();
+            let whole = rows == (0..total);
+            let mut row = rows.start;
+            self.source
+                .read(side, keys_only, rows.clone(), &mut |key, hash| {
+                    // More rows than planned: their homes are unknown, so they are counted, not
+                    // sent.
+                    if row < rows.end {
+                        send(key, row as u32, hash, side);
+                        if (row + 1).is_multiple_of(FEED_CHUNK as u64) {
+                            worker.step();
+                        }
                     }
-                }
-                row += 1;
-            })?;
-            if row != expected {
-                return Err(format!(
-                    "the {side} input had {expected} rows when the join was planned but {row} \
-                     when it was read: it changed while skewjoin was reading it; run again on a \
-                     file that is not being written"
-                ));
+                    row += 1;
+                })?;
+            if row != rows.end {
+                let read = row - rows.start;
+                let planned = rows.end - rows.start;
+                return Err(if whole {
+                    format!(
+                        "the {side} input had {planned} rows when the join was planned but {read} \
+                         when it was read: it changed while skewjoin was reading it; run again on \
+                         a file that is not being written"
+                    )
+                } else {
+                    format!(
+                        "rows {} to {} of the {side} input were {planned} rows when the join was \
+                         planned but {read} when they were read: the input changed while \
+                         skewjoin was reading it; run again on a file that is not being written",
+                        rows.start, rows.end
+                    )
+                });
             }
         }
         Ok(())
@@ -203,12 +281,15 @@ mod tests {
     use skewjoin_operators::tree_join::TreeParams;
     use skewjoin_operators::{Key, LoadReport};
 
-    /// Rows from memory, read a side at a time as a file would be.
+    /// Rows from memory, read a side at a time as a file would be, or in parts between cuts
+    /// every `cut_every` rows.
     struct Memory {
         left: Vec<Key>,
         right: Vec<Key>,
         /// Rows to add to the right side on its read for the join: a file that grew.
         extra: usize,
+        /// Where the sides may be cut (none when 0).
+        cut_every: u64,
     }
 
     impl RowSource<Key> for Memory {
@@ -216,21 +297,62 @@ mod tests {
             &self,
             side: Side,
             keys_only: bool,
+            rows: Range<u64>,
             send: &mut dyn FnMut(Key, u64),
         ) -> Result<(), String> {
             let keys = match side {
                 Side::Left => &self.left,
                 Side::Right => &self.right,
             };
-            for (row, key) in keys.iter().enumerate() {
-                send(key.clone(), if keys_only { 0 } else { row as u64 + 1 });
+            for row in rows.clone() {
+                let key = keys[row as usize].clone();
+                send(key, if keys_only { 0 } else { row + 1 });
             }
-            if side == Side::Right && !keys_only {
+            if side == Side::Right && !keys_only && rows.end == keys.len() as u64 {
                 for _ in 0..self.extra {
                     send(Key::Int(1), 0);
                 }
             }
             Ok(())
+        }
+
+        fn cuts(&self, side: Side) -> Vec<u64> {
+            let rows = match side {
+                Side::Left => self.left.len(),
+                Side::Right => self.right.len(),
+            } as u64;
+            match self.cut_every {
+                0 => Vec::new(),
+                every => (every..rows).step_by(every as usize).collect(),
+            }
+        }
+    }
+
+    #[test]
+    fn parts_follow_the_cuts_and_cover_every_row_once() {
+        // Cuts every 10 rows of 95: three parts near 31.7 rows each.
+        let cuts: Vec<u64> = (10..95).step_by(10).collect();
+        assert_eq!(split_at_cuts(&cuts, 95, 3), vec![0..30, 30..60, 60..95]);
+        // No cuts: one part holds every row, the others are empty.
+        assert_eq!(split_at_cuts(&[], 95, 3), vec![0..0, 0..0, 0..95]);
+        // More parts than cuts allow: some are empty, none overlaps.
+        assert_eq!(
+            split_at_cuts(&[50], 100, 4),
+            vec![0..50, 50..50, 50..50, 50..100]
+        );
+        for parts in 1..6 {
+            for rows in [0u64, 1, 7, 64, 1000] {
+                let cuts: Vec<u64> = (3..rows).step_by(7).collect();
+                let split = split_at_cuts(&cuts, rows, parts);
+                assert_eq!(split.len(), parts);
+                assert_eq!(split[0].start, 0);
+                assert_eq!(split[parts - 1].end, rows);
+                for pair in split.windows(2) {
+                    assert_eq!(pair[0].end, pair[1].start);
+                    assert!(pair[0].start <= pair[0].end);
+                    assert!(pair[0].end == 0 || cuts.contains(&pair[0].end) || pair[0].end == rows);
+                }
+            }
         }
     }
 
@@ -289,30 +411,44 @@ mod tests {
                         partitions,
                         workers,
                     };
-                    let source = Arc::new(Memory {
-                        left: left.clone(),
-                        right: right.clone(),
-                        extra: 0,
-                    });
-                    let case = format!("{} {how:?} W={workers}", resolved.name());
-                    let streamed = execute_stream(job, source, |_| CollectSink::default()).unwrap();
-                    assert_eq!(
-                        sorted(streamed.summaries.into_iter().flatten().collect()),
-                        sorted(expected.summaries.into_iter().flatten().collect()),
-                        "{case}"
-                    );
-                    // Peaks depend on arrival order; what each partition received and produced
-                    // does not, except with VPRP, whose sample is drawn on the workers that feed
-                    // the rows, so only its totals are the same.
-                    let counts = |loads: &LoadReport| match resolved {
-                        Resolved::Vprp(_) => vec![(loads.total_input(), loads.total_output())],
-                        _ => loads
-                            .per_partition
-                            .iter()
-                            .map(|load| (load.input_records, load.output_rows))
-                            .collect(),
-                    };
-                    assert_eq!(counts(&streamed.loads), counts(&expected.loads), "{case}");
+                    let expected_rows = sorted(expected.summaries.into_iter().flatten().collect());
+                    // Each side read whole by one worker, and in parts by every worker.
+                    for cut_every in [0, 256] {
+                        let source = Arc::new(Memory {
+                            left: left.clone(),
+                            right: right.clone(),
+                            extra: 0,
+                            cut_every,
+                        });
+                        let case = format!(
+                            "{} {how:?} W={workers} cut every {cut_every}",
+                            resolved.name()
+                        );
+                        let streamed =
+                            execute_stream(job, source, |_| CollectSink::default()).unwrap();
+                        assert_eq!(
+                            sorted(streamed.summaries.into_iter().flatten().collect()),
+                            expected_rows,
+                            "{case}"
+                        );
+                        // Peaks depend on arrival order; what each partition received and
+                        // produced does not, except with VPRP, whose sample is drawn on the
+                        // workers that feed the rows, and with AM-Join's grids read in parts,
+                        // whose rows and columns each feeding worker deals round-robin from its
+                        // own start: there only the totals are the same.
+                        let totals_only = matches!(resolved, Resolved::Vprp(_))
+                            || (cut_every > 0
+                                && matches!(resolved, Resolved::Am { .. } | Resolved::Tree { .. }));
+                        let counts = |loads: &LoadReport| match totals_only {
+                            true => vec![(loads.total_input(), loads.total_output())],
+                            false => loads
+                                .per_partition
+                                .iter()
+                                .map(|load| (load.input_records, load.output_rows))
+                                .collect(),
+                        };
+                        assert_eq!(counts(&streamed.loads), counts(&expected.loads), "{case}");
+                    }
                 }
             }
         }
@@ -331,11 +467,25 @@ mod tests {
         let keys: Vec<Key> = (0..10).map(Key::Int).collect();
         let source = Arc::new(Memory {
             left: keys.clone(),
-            right: keys,
+            right: keys.clone(),
             extra: 3,
+            cut_every: 0,
         });
         let error = execute_stream(job, source, |_| CollectSink::default()).unwrap_err();
         assert!(error.contains("right input had 10 rows"), "{error}");
         assert!(error.contains("but 13"), "{error}");
+        // Read in parts, the last part of the right side grew.
+        let source = Arc::new(Memory {
+            left: keys.clone(),
+            right: keys,
+            extra: 3,
+            cut_every: 4,
+        });
+        let error = execute_stream(job, source, |_| CollectSink::default()).unwrap_err();
+        assert!(
+            error.contains("rows 4 to 10 of the right input were 6 rows"),
+            "{error}"
+        );
+        assert!(error.contains("but 9"), "{error}");
     }
 }

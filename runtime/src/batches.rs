@@ -56,6 +56,9 @@ pub struct InputFile {
     csv: Option<CsvFormat>,
     /// Which of the file's rows are this input's.
     selection: Selection,
+    /// For Parquet, the rows of each of this input's row groups, in order: where it may be cut
+    /// to be read by several workers at once.
+    group_rows: Vec<u64>,
 }
 
 /// The rows of a file an [`InputFile`] reads: all of them, or a cluster process's share.
@@ -80,11 +83,13 @@ impl InputFile {
     /// malformed or corrupt files are [`Error::Input`] naming the file.
     pub fn open(path: &Path, format: FileFormat, key_columns: &[String]) -> Result<InputFile> {
         let file = open_input(path)?;
+        let mut group_rows = Vec::new();
         fenced(path, format, || {
             let (schema, rows, csv) = match format {
                 FileFormat::Parquet => {
                     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
                         .map_err(|error| parquet_read_error(path, error))?;
+                    group_rows = row_group_rows(builder.metadata());
                     let rows = builder.metadata().file_metadata().num_rows();
                     (builder.schema().clone(), rows.max(0) as u64, None)
                 }
@@ -113,6 +118,7 @@ impl InputFile {
                 key_indices: Vec::new(),
                 csv,
                 selection: Selection::All,
+                group_rows: std::mem::take(&mut group_rows),
             };
             input.find_keys(key_columns)?;
             Ok(input)
@@ -134,6 +140,7 @@ impl InputFile {
         if share.count == 1 {
             return InputFile::open(path, format, key_columns);
         }
+        let mut group_rows = Vec::new();
         let (schema, rows, selection) = match format {
             FileFormat::Csv => {
                 let batch = read_table_share(path, format, share)?;
@@ -148,9 +155,10 @@ impl InputFile {
                 fenced(path, format, || {
                     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
                         .map_err(|error| parquet_read_error(path, error))?;
-                    let group_rows = row_group_rows(builder.metadata());
-                    let run = share_run(&group_rows, share);
-                    let rows = group_rows[run.clone()].iter().sum();
+                    let all_groups = row_group_rows(builder.metadata());
+                    let run = share_run(&all_groups, share);
+                    group_rows = all_groups[run.clone()].to_vec();
+                    let rows = group_rows.iter().sum();
                     Ok((
                         builder.schema().clone(),
                         rows,
@@ -171,6 +179,7 @@ impl InputFile {
             key_indices: Vec::new(),
             csv: None,
             selection,
+            group_rows,
         };
         input.find_keys(key_columns)?;
         Ok(input)
@@ -195,10 +204,66 @@ impl InputFile {
         Ok(())
     }
 
+    /// The row numbers at which this input may be cut into parts read apart
+    /// ([`batches_of_rows`](InputFile::batches_of_rows)): the starts of its Parquet row groups
+    /// after the first; with `chunk_aligned`, only those at a multiple of [`CHUNK_ROWS`], so that
+    /// every part's batches are whole chunks of the side. None for other formats.
+    pub fn cuts(&self, chunk_aligned: bool) -> Vec<u64> {
+        let mut start = 0u64;
+        let mut cuts = Vec::new();
+        for &rows in self
+            .group_rows
+            .iter()
+            .take(self.group_rows.len().saturating_sub(1))
+        {
+            start += rows;
+            if !chunk_aligned || start.is_multiple_of(CHUNK_ROWS as u64) {
+                cuts.push(start);
+            }
+        }
+        cuts
+    }
+
     /// The file's rows in order, [`CHUNK_ROWS`] to a batch (the last may be shorter); with
     /// `keys_only`, batches hold only the key columns. Decoding errors are [`Error::Input`]
     /// naming the file, and end the batches.
     pub fn batches(&self, keys_only: bool) -> Result<Batches> {
+        self.batches_of_groups(keys_only, None)
+    }
+
+    /// The rows `rows` in order, as [`batches`](InputFile::batches) gives them, for rows that
+    /// begin and end at a cut ([`cuts`](InputFile::cuts)) or at the input's ends.
+    pub fn batches_of_rows(&self, keys_only: bool, rows: Range<u64>) -> Result<Batches> {
+        if rows == (0..self.rows) {
+            return self.batches(keys_only);
+        }
+        let mut start = 0u64;
+        let mut groups = None::<Range<usize>>;
+        for (index, &group) in self.group_rows.iter().enumerate() {
+            if start >= rows.start && start + group <= rows.end {
+                let run = groups.get_or_insert(index..index);
+                run.end = index + 1;
+            }
+            start += group;
+        }
+        match groups {
+            Some(run)
+                if self.group_rows[run.clone()].iter().sum::<u64>() == rows.end - rows.start =>
+            {
+                self.batches_of_groups(keys_only, Some(run))
+            }
+            _ => Err(Error::Internal(format!(
+                "{}: rows {} to {} do not begin and end at row groups",
+                self.path.display(),
+                rows.start,
+                rows.end
+            ))),
+        }
+    }
+
+    /// The batches of all this input's rows, or of its Parquet row groups `groups` (indices into
+    /// `group_rows`).
+    fn batches_of_groups(&self, keys_only: bool, groups: Option<Range<usize>>) -> Result<Batches> {
         let path = self.path.as_path();
         let file = open_input(path)?;
         let projection = keys_only.then(|| {
@@ -220,9 +285,15 @@ impl InputFile {
             (selection, FileFormat::Parquet) => {
                 let builder = ParquetRecordBatchReaderBuilder::try_new(file)
                     .map_err(|error| parquet_read_error(path, error))?;
-                let builder = match selection {
-                    Selection::RowGroups(groups) => builder.with_row_groups(groups.clone()),
-                    _ => builder,
+                let builder = match (selection, groups) {
+                    (Selection::RowGroups(selected), Some(run)) => {
+                        builder.with_row_groups(selected[run].to_vec())
+                    }
+                    (Selection::RowGroups(selected), None) => {
+                        builder.with_row_groups(selected.clone())
+                    }
+                    (_, Some(run)) => builder.with_row_groups(run.collect()),
+                    (_, None) => builder,
                 };
                 let builder = match &projection {
                     Some(indices) => {

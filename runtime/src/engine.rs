@@ -8,6 +8,7 @@
 //! It does not depend on the order of rows, the strategy, or the worker and partition counts, so
 //! two runs agree exactly when they produce the same multiset of (left row, right row) pairs.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -308,13 +309,28 @@ impl FileSource {
         }
     }
 
-    fn read_side(&self, side: Side, keys_only: bool, send: &mut dyn FnMut(Key, u64)) -> Result<()> {
-        let (input, keep) = match side {
+    fn side(&self, side: Side) -> &(StreamSide, Option<KeepBatch>) {
+        match side {
             Side::Left => &self.sides[0],
             Side::Right => &self.sides[1],
-        };
+        }
+    }
+
+    fn read_side(
+        &self,
+        side: Side,
+        keys_only: bool,
+        rows: Range<u64>,
+        send: &mut dyn FnMut(Key, u64),
+    ) -> Result<()> {
+        let (input, keep) = self.side(side);
         let path = input.input.path.as_path();
-        for (index, batch) in input.input.batches(keys_only)?.enumerate() {
+        // Kept batches are numbered in whole chunks of the side, and a part that is kept starts
+        // at a chunk boundary (see `cuts`).
+        let first_chunk = (rows.start / CHUNK_ROWS as u64) as usize;
+        let batches = input.input.batches_of_rows(keys_only, rows)?;
+        for (index, batch) in batches.enumerate() {
+            let index = first_chunk + index;
             let batch = batch?;
             let keys = extract_keys(&batch, &input.key_columns, path)?;
             if keys_only {
@@ -341,10 +357,18 @@ impl RowSource<Key> for FileSource {
         &self,
         side: Side,
         keys_only: bool,
+        rows: Range<u64>,
         send: &mut dyn FnMut(Key, u64),
     ) -> std::result::Result<(), String> {
-        self.read_side(side, keys_only, send)
+        self.read_side(side, keys_only, rows, send)
             .map_err(|error| interrupt::abort(error.exit_code(), &error.to_string()))
+    }
+
+    /// A Parquet side is cut at its row groups, so that every worker decodes a share of it;
+    /// where the output keeps the side's batches, only at whole chunks.
+    fn cuts(&self, side: Side) -> Vec<u64> {
+        let (input, keep) = self.side(side);
+        input.input.cuts(keep.is_some())
     }
 }
 
