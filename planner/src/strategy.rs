@@ -463,13 +463,19 @@ pub fn smaller_side(inputs: &PlanInputs) -> Side {
     }
 }
 
-/// What `auto`'s skew check found on these keys (see [`KeyTally::skew`]): `None` when no key is
-/// hot enough to look at, else the hottest key's [`Skew`] described, and whether AM-Join pays.
-pub fn skew_reason<K: JoinKey>(left: &[K], right: &[K], partitions: usize) -> Option<SkewFinding> {
+/// What `auto`'s skew check found on these keys for `partitions` partitions on `workers`
+/// workers (see [`KeyTally::skew`]): `None` when no key is hot enough to look at, else the
+/// hottest key's [`Skew`] described, and whether AM-Join pays.
+pub fn skew_reason<K: JoinKey>(
+    left: &[K],
+    right: &[K],
+    partitions: usize,
+    workers: usize,
+) -> Option<SkewFinding> {
     let mut tally = KeyTally::default();
     left.iter().for_each(|key| tally.add(Side::Left, key));
     right.iter().for_each(|key| tally.add(Side::Right, key));
-    let skew = tally.skew(partitions)?;
+    let skew = tally.skew(partitions, workers)?;
     let key = left.iter().chain(right).find(|key| skew.is_of(*key))?;
     Some(skew.finding(key))
 }
@@ -512,7 +518,7 @@ impl Default for KeyTally {
 }
 
 /// A key whose hash partition Shuffle-Join would overload, found by [`KeyTally::skew`], with
-/// what Shuffle-Join's busiest partition would do beyond the mean.
+/// what Shuffle-Join's busiest worker would do beyond the mean.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Skew {
     /// The key's hash, its lowest bit cleared.
@@ -521,12 +527,13 @@ pub struct Skew {
     pub share: f64,
     /// `"output"`, `"left input"` or `"right input"`.
     pub what: &'static str,
-    /// Records Shuffle-Join's busiest partition would receive and produce (input records plus
-    /// inner-join pairs) beyond the mean of all partitions: what AM-Join could save it.
+    /// Records Shuffle-Join's busiest worker would receive and produce (input records plus
+    /// inner-join pairs, over the partitions it hosts) beyond the mean of all workers: what
+    /// AM-Join could save it, and so the run.
     pub excess: u64,
-    /// What AM-Join's key count costs, in the same records: one fair share of the input, as
-    /// the count reads every key once more and sends every worker's distinct keys to their
-    /// owners.
+    /// What AM-Join's key count costs each worker, in the same records: its fair share of the
+    /// input, as the count reads every key once more and sends every worker's distinct keys to
+    /// their owners.
     pub count_cost: u64,
 }
 
@@ -536,8 +543,10 @@ impl Skew {
         !key.is_null() && key.stable_hash() & !1 == self.hash
     }
 
-    /// Whether AM-Join's balance is worth its key count: the busiest partition of a
-    /// Shuffle-Join would do more beyond the mean than the count costs.
+    /// Whether AM-Join's balance is worth its key count: the busiest worker of a Shuffle-Join
+    /// would do more beyond the mean than the count costs each worker. Workers, not partitions:
+    /// a worker hosting a hot partition also hosts others, and the run lasts as long as its
+    /// busiest worker.
     ///
     /// Measured on left Zipf 1.2 x right uniform, 10^7 x 10^7 at W = 2: the hottest key is 0.7
     /// fair shares of the output, yet a Shuffle-Join is only 1.10 / 1.24 (input / output,
@@ -556,12 +565,12 @@ impl Skew {
         let am_pays = self.am_pays();
         let reason = if am_pays {
             format!(
-                "{hot}: Shuffle-Join's busiest partition would do {} records beyond the mean, more than AM-Join's key count costs ({})",
+                "{hot}: Shuffle-Join's busiest worker would do {} records beyond the mean, more than AM-Join's key count costs it ({})",
                 self.excess, self.count_cost
             )
         } else {
             format!(
-                "{hot}, but Shuffle-Join's busiest partition would do only {} records beyond the mean, fewer than AM-Join's key count costs ({})",
+                "{hot}, but Shuffle-Join's busiest worker would do only {} records beyond the mean, fewer than AM-Join's key count costs it ({})",
                 self.excess, self.count_cost
             )
         };
@@ -595,21 +604,22 @@ impl KeyTally {
 
     /// The key that would give its hash partition the most over half a fair share of the
     /// output (its `n_L x n_R` pairs against `OUT / P`) or of one side's input, if any, with
-    /// the excess load Shuffle-Join's busiest partition would carry: `auto` runs AM-Join
-    /// instead of Shuffle-Join when [`Skew::am_pays`].
+    /// the excess load Shuffle-Join's busiest worker (of `workers`, hosting the `partitions`
+    /// partitions) would carry: `auto` runs AM-Join instead of Shuffle-Join when
+    /// [`Skew::am_pays`].
     ///
     /// The loads are predicted exactly, by placing every key's hash where Shuffle-Join would.
     /// NULL keys are left out: Shuffle-Join drops them or spreads them evenly, which moves the
     /// mean and the maximum alike.
-    pub fn skew(&self, partitions: usize) -> Option<Skew> {
+    pub fn skew(&self, partitions: usize, workers: usize) -> Option<Skew> {
         // The key with the most pairs has the largest share of the output whatever OUT is, and
         // likewise for each side's rows: three candidates, kept while counting.
         let mut output: u128 = 0;
         let mut most = [(0u64, 0u64); 3];
         let mut counts: rustc_hash::FxHashMap<u64, [u64; 2]> = Default::default();
-        let placement = Partitioning::new(partitions.max(1), 1);
-        // Each partition's input records plus output pairs under Shuffle-Join.
-        let mut loads = vec![0u128; partitions.max(1)];
+        let placement = Partitioning::new(partitions.max(1), workers.max(1));
+        // Each worker's input records plus output pairs under Shuffle-Join.
+        let mut loads = vec![0u128; workers.max(1)];
         for bucket in &self.buckets {
             counts.clear();
             for &word in bucket {
@@ -617,7 +627,7 @@ impl KeyTally {
             }
             for (&hash, &[l, r]) in &counts {
                 output += u128::from(l * r);
-                loads[placement.partition_of_hash(hash) as usize] +=
+                loads[placement.owner(placement.partition_of_hash(hash))] +=
                     u128::from(l + r) + u128::from(l * r);
                 for (best, value) in most.iter_mut().zip([l * r, l, r]) {
                     if value > best.0 {
@@ -805,26 +815,29 @@ mod tests {
     #[test]
     fn skew_is_seen_in_the_counts() {
         let uniform: Vec<u64> = (0..1000).collect();
-        assert_eq!(skew_reason(&uniform, &uniform, 8), None);
+        assert_eq!(skew_reason(&uniform, &uniform, 8, 8), None);
         let mut hot = uniform.clone();
         hot.extend([7u64; 200]);
-        let finding = skew_reason(&hot, &hot, 8).unwrap();
+        let finding = skew_reason(&hot, &hot, 8, 8).unwrap();
         assert!(finding.reason.contains("key 7"), "{}", finding.reason);
         assert!(finding.am_pays, "{}", finding.reason);
     }
 
-    /// A key hot on one side only, as in left Zipf 1.2 x right uniform: at two partitions it
-    /// unbalances Shuffle-Join by less than AM-Join's key count costs, at eight by more.
+    /// A key hot on one side only, as in left Zipf 1.2 x right uniform: on two workers it
+    /// unbalances Shuffle-Join by less than AM-Join's key count costs, however many partitions
+    /// they host, and on eight by more.
     #[test]
-    fn a_one_sided_hot_key_pays_for_am_join_only_over_many_partitions() {
+    fn a_one_sided_hot_key_pays_for_am_join_only_over_many_workers() {
         // Left: key 7 on 1,800 rows, 8,200 rows of distinct keys; right: 10,000 distinct keys.
         let mut left: Vec<u64> = vec![7; 1800];
         left.extend((0..8200).map(|i| 20_000 + i * 11));
         let right: Vec<u64> = (0..10_000).collect();
-        let two = skew_reason(&left, &right, 2).unwrap();
+        let two = skew_reason(&left, &right, 2, 2).unwrap();
         assert!(two.reason.contains("key 7"), "{}", two.reason);
         assert!(!two.am_pays, "{}", two.reason);
-        let eight = skew_reason(&left, &right, 8).unwrap();
+        let two_of_eight = skew_reason(&left, &right, 8, 2).unwrap();
+        assert!(!two_of_eight.am_pays, "{}", two_of_eight.reason);
+        let eight = skew_reason(&left, &right, 8, 8).unwrap();
         assert!(eight.am_pays, "{}", eight.reason);
     }
 
@@ -849,12 +862,18 @@ mod tests {
             .fold(0.0, f64::max)
     }
 
-    /// The busiest partition's input plus output pairs beyond the mean under Shuffle-Join, by
+    /// The busiest worker's input plus output pairs beyond the mean under Shuffle-Join, by
     /// brute force: every row placed by its key's hash, every pair counted where it meets.
-    fn shuffle_excess(left: &[Option<i64>], right: &[Option<i64>], partitions: usize) -> u64 {
-        let placement = Partitioning::new(partitions, 1);
-        let place = |key: &i64| placement.partition_of_hash(key.stable_hash() & !1) as usize;
-        let mut loads = vec![0u64; partitions];
+    fn shuffle_excess(
+        left: &[Option<i64>],
+        right: &[Option<i64>],
+        partitions: usize,
+        workers: usize,
+    ) -> u64 {
+        let placement = Partitioning::new(partitions, workers);
+        let place =
+            |key: &i64| placement.owner(placement.partition_of_hash(key.stable_hash() & !1));
+        let mut loads = vec![0u64; workers];
         for key in left.iter().chain(right).flatten() {
             loads[place(key)] += 1;
         }
@@ -862,7 +881,7 @@ mod tests {
             loads[place(l)] += right.iter().filter(|r| **r == Some(*l)).count() as u64;
         }
         let total: u64 = loads.iter().sum();
-        loads.iter().max().unwrap() - total / partitions as u64
+        loads.iter().max().unwrap() - total / workers as u64
     }
 
     proptest::proptest! {
@@ -874,6 +893,7 @@ mod tests {
             left in proptest::collection::vec(proptest::option::weighted(0.9, 0i64..40), 0..300),
             right in proptest::collection::vec(proptest::option::weighted(0.9, 0i64..40), 0..300),
             partitions in 1usize..9,
+            workers in 1usize..5,
         ) {
             // Each side tallied apart and merged, as the runtime does on two threads.
             let mut tally = KeyTally::default();
@@ -882,13 +902,16 @@ mod tests {
             right.iter().for_each(|key| right_tally.add(Side::Right, key));
             tally.merge(right_tally);
             let expected = largest_share(&left, &right, partitions);
-            match tally.skew(partitions) {
+            match tally.skew(partitions, workers) {
                 Some(skew) => {
                     proptest::prop_assert!((skew.share - expected).abs() < 1e-9, "{:?} {}", skew, expected);
-                    proptest::prop_assert_eq!(skew.excess, shuffle_excess(&left, &right, partitions));
+                    proptest::prop_assert_eq!(
+                        skew.excess,
+                        shuffle_excess(&left, &right, partitions, workers)
+                    );
                     proptest::prop_assert_eq!(
                         skew.count_cost,
-                        (left.len() + right.len()) as u64 / partitions as u64
+                        (left.len() + right.len()) as u64 / workers as u64
                     );
                     let key = left.iter().chain(&right).find(|key| skew.is_of(*key));
                     proptest::prop_assert!(key.is_some());

@@ -210,6 +210,7 @@ fn streamed_skew(
     left: &StreamSide,
     right: &StreamSide,
     partitions: usize,
+    workers: usize,
 ) -> Result<Option<SkewFinding>> {
     // The two sides are read at once, one on another thread: reading and hashing the keys is
     // most of the check's time.
@@ -231,7 +232,7 @@ fn streamed_skew(
     });
     let mut tally = tally?;
     tally.merge(right_tally?);
-    let Some(skew) = tally.skew(partitions) else {
+    let Some(skew) = tally.skew(partitions, workers) else {
         return Ok(None);
     };
     let mut found = None;
@@ -347,11 +348,13 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
     // auto: with a hash partitioning made uneven by a hot key, AM-Join instead of Shuffle-Join.
     if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
         let skew = match &inputs {
-            Inputs::Loaded(left, right) => skew_reason(&left.keys, &right.keys, partitions),
+            Inputs::Loaded(left, right) => {
+                skew_reason(&left.keys, &right.keys, partitions, workers)
+            }
             Inputs::Streamed(left, right) => {
                 progress.say("reading the keys to check them for skew");
                 let keys_start = Instant::now();
-                let skew = streamed_skew(left, right, partitions)?;
+                let skew = streamed_skew(left, right, partitions, workers)?;
                 read_seconds += keys_start.elapsed().as_secs_f64();
                 skew
             }
