@@ -2,15 +2,15 @@
 //! in order, a bounded batch at a time, so no input is held whole before the join starts. Only
 //! the row counts must be known beforehand (they fix each row's home partition).
 //!
-//! A side the source can cut into parts ([`RowSource::cuts`], a Parquet file's row groups) is
-//! read by every worker at once, each its own run of parts, so a large side is decoded on all
-//! cores. A side that cannot be cut is read by one worker (worker 0 the left, worker 1 the right
-//! when there are two or more), so the two inputs are still decoded in parallel. A row's
-//! home partition is the one [`execute`](crate::exec::execute) gives it, by row number, so loads
-//! and outputs are those of an in-memory run. Rows go home through an exchange where the
-//! strategy needs them there before it routes them: every row for IB-Join and its baselines,
-//! which probe in place, and NULL keys for the others, which spread NULLs over the partitions of
-//! the worker that has them.
+//! A side the source can cut into parts ([`RowSource::cuts`]: a Parquet file's row groups, an
+//! Arrow IPC file's record batches) is read by every worker at once, each its own run of parts,
+//! so a large side is decoded on all cores. A side that cannot be cut is read by one worker
+//! (worker 0 the left, worker 1 the right when there are two or more), so the two inputs are
+//! still decoded in parallel. A row's home partition is the one
+//! [`execute`](crate::exec::execute) gives it, by row number, so loads and outputs are those of
+//! an in-memory run. Rows go home through an exchange where the strategy needs them there before
+//! it routes them: every row for IB-Join and its baselines, which probe in place, and NULL keys
+//! for the others, which spread NULLs over the partitions of the worker that has them.
 //!
 //! In a cluster, [`execute_cluster_stream`](crate::exec_cluster::execute_cluster_stream) runs the
 //! same feed on each process over its share of the rows.

@@ -56,8 +56,9 @@ pub struct InputFile {
     csv: Option<CsvFormat>,
     /// Which of the file's rows are this input's.
     selection: Selection,
-    /// For Parquet, the rows of each of this input's row groups, in order: where it may be cut
-    /// to be read by several workers at once.
+    /// The rows of each of this input's Parquet row groups, or Arrow IPC file record batches,
+    /// in order: where it may be cut to be read by several workers at once. Empty for CSV and
+    /// for an IPC stream, which has no index to start reading from a batch.
     group_rows: Vec<u64>,
 }
 
@@ -195,19 +196,43 @@ impl InputFile {
             .map(|name| find_field(&self.schema, name, path).map(|(index, _)| index))
             .collect::<Result<Vec<_>>>()?;
         if self.format == FileFormat::ArrowIpc {
-            let mut rows = 0u64;
-            for batch in self.batches(true)? {
-                rows += batch?.num_rows() as u64;
-            }
-            self.rows = rows;
+            self.count_ipc_batches()?;
         }
         Ok(())
     }
 
+    /// Counts an Arrow IPC input's rows in a pass over its key columns, and for an IPC file the
+    /// rows of each of its record batches.
+    fn count_ipc_batches(&mut self) -> Result<()> {
+        let path = self.path.as_path();
+        let mut file = open_input(path)?;
+        let indexed = is_ipc_file(path, &mut file)?;
+        let run = match &self.selection {
+            Selection::Batches(run) => Some(run.clone()),
+            _ => None,
+        };
+        let mut projection = self.key_indices.clone();
+        projection.sort_unstable();
+        projection.dedup();
+        let format = FileFormat::ArrowIpc;
+        let (_, mut raw) = fenced(path, format, || {
+            ipc_reader(path, file, Some(projection), run)
+        })?;
+        let mut batch_rows = Vec::new();
+        while let Some(batch) = fenced(path, format, || Ok(raw.next()))? {
+            let batch = batch.map_err(|error| arrow_read_error(path, format, error))?;
+            batch_rows.push(batch.num_rows() as u64);
+        }
+        self.rows = batch_rows.iter().sum();
+        self.group_rows = if indexed { batch_rows } else { Vec::new() };
+        Ok(())
+    }
+
     /// The row numbers at which this input may be cut into parts read apart
-    /// ([`batches_of_rows`](InputFile::batches_of_rows)): the starts of its Parquet row groups
-    /// after the first; with `chunk_aligned`, only those at a multiple of [`CHUNK_ROWS`], so that
-    /// every part's batches are whole chunks of the side. None for other formats.
+    /// ([`batches_of_rows`](InputFile::batches_of_rows)): the starts of its Parquet row groups or
+    /// Arrow IPC file record batches after the first; with `chunk_aligned`, only those at a
+    /// multiple of [`CHUNK_ROWS`], so that every part's batches are whole chunks of the side.
+    /// None for CSV and IPC streams.
     pub fn cuts(&self, chunk_aligned: bool) -> Vec<u64> {
         let mut start = 0u64;
         let mut cuts = Vec::new();
@@ -261,8 +286,8 @@ impl InputFile {
         }
     }
 
-    /// The batches of all this input's rows, or of its Parquet row groups `groups` (indices into
-    /// `group_rows`).
+    /// The batches of all this input's rows, or of its row groups or record batches `groups`
+    /// (indices into `group_rows`).
     fn batches_of_groups(&self, keys_only: bool, groups: Option<Range<usize>>) -> Result<Batches> {
         let path = self.path.as_path();
         let file = open_input(path)?;
@@ -312,9 +337,12 @@ impl InputFile {
                 Ok(Box::new(reader) as RawBatches)
             }
             (selection, FileFormat::ArrowIpc) => {
-                let run = match selection {
-                    Selection::Batches(run) => Some(run.clone()),
-                    _ => None,
+                let run = match (selection, groups) {
+                    (Selection::Batches(share), Some(run)) => {
+                        Some(share.start + run.start..share.start + run.end)
+                    }
+                    (Selection::Batches(share), None) => Some(share.clone()),
+                    (_, run) => run,
                 };
                 Ok(ipc_reader(path, file, projection.clone(), run)?.1)
             }
@@ -627,6 +655,104 @@ mod tests {
         stream.finish().unwrap();
         check_shares_stream_the_whole_table(&file_path, FileFormat::ArrowIpc);
         check_shares_stream_the_whole_table(&stream_path, FileFormat::ArrowIpc);
+    }
+
+    /// The rows of `input` from `rows.start` to `rows.end`, key column only, as batches_of_rows
+    /// gives them.
+    fn keys_of_rows(input: &InputFile, rows: Range<u64>) -> Vec<Option<i64>> {
+        input
+            .batches_of_rows(true, rows)
+            .unwrap()
+            .flat_map(|batch| {
+                let batch = batch.unwrap();
+                let keys = batch
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap();
+                keys.iter().collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn parquet_row_groups_and_ipc_file_batches_are_cuts_read_apart() {
+        let dir = TempDir::new().unwrap();
+        let whole = table();
+        let whole_keys = whole
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        let expected = |rows: Range<u64>| -> Vec<Option<i64>> {
+            (rows.start..rows.end)
+                .map(|row| whole_keys.iter().nth(row as usize).unwrap())
+                .collect()
+        };
+        // IPC: batches at these rows; a file is cut at each, a stream nowhere.
+        let bounds = [0, 10_000, 70_000, 71_000, 140_000, whole.num_rows()];
+        let file_path = dir.path().join("t.arrow");
+        let stream_path = dir.path().join("s.arrows");
+        let mut writer =
+            FileWriter::try_new(File::create(&file_path).unwrap(), &whole.schema()).unwrap();
+        let mut stream =
+            StreamWriter::try_new(File::create(&stream_path).unwrap(), &whole.schema()).unwrap();
+        for pair in bounds.windows(2) {
+            writer
+                .write(&whole.slice(pair[0], pair[1] - pair[0]))
+                .unwrap();
+            stream
+                .write(&whole.slice(pair[0], pair[1] - pair[0]))
+                .unwrap();
+        }
+        writer.finish().unwrap();
+        stream.finish().unwrap();
+        let file = InputFile::open(&file_path, FileFormat::ArrowIpc, &key()).unwrap();
+        assert_eq!(file.rows, whole.num_rows() as u64);
+        assert_eq!(file.cuts(false), vec![10_000, 70_000, 71_000, 140_000]);
+        assert_eq!(file.cuts(true), Vec::<u64>::new());
+        assert_eq!(
+            keys_of_rows(&file, 10_000..71_000),
+            expected(10_000..71_000)
+        );
+        assert_eq!(
+            keys_of_rows(&file, 140_000..150_000),
+            expected(140_000..150_000)
+        );
+        assert!(file.batches_of_rows(true, 5..70_000).is_err());
+        let stream = InputFile::open(&stream_path, FileFormat::ArrowIpc, &key()).unwrap();
+        assert_eq!(stream.cuts(false), Vec::<u64>::new());
+        // Each share of an IPC file is cut at its own batches: its parts, read apart, are its
+        // rows.
+        let mut share_cuts = 0;
+        for index in 0..2 {
+            let share = Share { index, count: 2 };
+            let part =
+                InputFile::open_share(&file_path, FileFormat::ArrowIpc, &key(), share).unwrap();
+            let cuts = part.cuts(false);
+            share_cuts += cuts.len();
+            let bounds: Vec<u64> = [0].into_iter().chain(cuts).chain([part.rows]).collect();
+            let parts: Vec<Option<i64>> = bounds
+                .windows(2)
+                .flat_map(|pair| keys_of_rows(&part, pair[0]..pair[1]))
+                .collect();
+            assert_eq!(parts, keys_of_rows(&part, 0..part.rows), "share {index}");
+        }
+        assert_eq!(share_cuts, 3, "five batches in two shares: three cuts");
+        // Parquet as `write_table` writes it: row groups of 64 Ki rows, every cut aligned.
+        let parquet = dir.path().join("t.parquet");
+        write_table(&parquet, FileFormat::Parquet, &whole).unwrap();
+        let input = InputFile::open(&parquet, FileFormat::Parquet, &key()).unwrap();
+        let chunk = CHUNK_ROWS as u64;
+        assert_eq!(input.cuts(true), vec![chunk, 2 * chunk]);
+        assert_eq!(
+            keys_of_rows(&input, chunk..2 * chunk),
+            expected(chunk..2 * chunk)
+        );
+        assert_eq!(
+            keys_of_rows(&input, 2 * chunk..input.rows),
+            expected(2 * chunk..input.rows)
+        );
     }
 
     #[test]

@@ -364,8 +364,9 @@ impl RowSource<Key> for FileSource {
             .map_err(|error| interrupt::abort(error.exit_code(), &error.to_string()))
     }
 
-    /// A Parquet side is cut at its row groups, so that every worker decodes a share of it;
-    /// where the output keeps the side's batches, only at whole chunks.
+    /// A Parquet side is cut at its row groups and an Arrow IPC file at its record batches, so
+    /// that every worker decodes a share of it; where the output keeps the side's batches, only
+    /// at whole chunks.
     fn cuts(&self, side: Side) -> Vec<u64> {
         let (input, keep) = self.side(side);
         input.input.cuts(keep.is_some())

@@ -13,6 +13,8 @@ use arrow::array::{Array, ArrayRef, AsArray, Int32Array, Int64Array, RecordBatch
 use arrow::compute::cast;
 use arrow::datatypes::DataType;
 use arrow::ipc::reader::FileReader;
+use arrow::ipc::writer::FileWriter;
+use arrow::record_batch::RecordBatchReader;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use serde_json::Value;
@@ -635,11 +637,12 @@ fn every_input_format_gives_the_same_rows_and_checksum() {
     }
 }
 
-/// A Parquet file of several row groups is read by every worker at once, each a run of row
-/// groups (at whole 64 Ki-row chunks when the output keeps the rows): the output is the one a
-/// CSV copy of the same data gives, which is read whole by one worker.
+/// A Parquet file of several row groups, or an Arrow IPC file of several record batches, is
+/// read by every worker at once, each a run of row groups or batches (at whole 64 Ki-row chunks
+/// when the output keeps the rows): the output is the one a CSV copy of the same data gives,
+/// which is read whole by one worker.
 #[test]
-fn parquet_row_groups_read_by_every_worker_give_the_rows_of_one_read() {
+fn row_groups_and_record_batches_read_by_every_worker_give_the_rows_of_one_read() {
     let dir = TempDir::new().unwrap();
     // 200,000 rows: three row groups of 64 Ki rows, and a short one.
     let gen_in = |format: &str| {
@@ -654,9 +657,31 @@ fn parquet_row_groups_read_by_every_worker_give_the_rows_of_one_read() {
     };
     gen_in("parquet");
     gen_in("csv");
+    // The Parquet files copied to Arrow IPC files of 32 Ki-row record batches (`gen` writes
+    // one batch): cut at every batch when counting, at every other when writing.
+    std::fs::create_dir(dir.path().join("arrow")).unwrap();
+    for side in ["left", "right"] {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(
+            File::open(dir.path().join(format!("parquet/{side}.parquet"))).unwrap(),
+        )
+        .unwrap()
+        .with_batch_size(32 * 1024)
+        .build()
+        .unwrap();
+        let path = dir.path().join(format!("arrow/{side}.arrow"));
+        let mut writer =
+            FileWriter::try_new(File::create(path).unwrap(), &reader.schema()).unwrap();
+        let mut batches = 0;
+        for batch in reader {
+            writer.write(&batch.unwrap()).unwrap();
+            batches += 1;
+        }
+        writer.finish().unwrap();
+        assert_eq!(batches, 7, "{side}");
+    }
     for (how, strategy, workers) in [("full", "shuffle", "3"), ("left", "am", "2")] {
         let mut outputs = Vec::new();
-        for format in ["csv", "parquet"] {
+        for format in ["csv", "parquet", "arrow"] {
             let left = format!("{format}/left.{format}");
             let right = format!("{format}/right.{format}");
             let out = format!("{how}-{format}.parquet");
@@ -676,6 +701,10 @@ fn parquet_row_groups_read_by_every_worker_give_the_rows_of_one_read() {
         assert!(
             outputs[0] == outputs[1],
             "{how}: a Parquet side read in parts differs"
+        );
+        assert!(
+            outputs[0] == outputs[2],
+            "{how}: an Arrow IPC side read in parts differs"
         );
     }
 }
