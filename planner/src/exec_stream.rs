@@ -195,8 +195,10 @@ pub(crate) struct StreamFeed<R: ?Sized> {
 }
 
 impl<R: ?Sized> StreamFeed<R> {
-    /// The rows of `side` (with `rows` rows and these cuts) that `worker` reads.
-    fn rows_of(&self, side: Side, rows: u64, cuts: &[u64], worker: usize) -> Range<u64> {
+    /// The rows of `side` (with `rows` rows and these cuts) that `worker` reads, if any: a side
+    /// that cannot be cut is read by its reader even when it was empty when planned, so that
+    /// rows added since are found.
+    fn rows_of(&self, side: Side, rows: u64, cuts: &[u64], worker: usize) -> Option<Range<u64>> {
         let first = self.workers.start;
         let threads = self.workers.len();
         if cuts.is_empty() {
@@ -205,12 +207,12 @@ impl<R: ?Sized> StreamFeed<R> {
                 Side::Left => left_reader,
                 Side::Right => right_reader,
             };
-            return if reader == worker { 0..rows } else { 0..0 };
+            return (reader == worker).then_some(0..rows);
         }
         split_at_cuts(cuts, rows, threads.max(1))
             .into_iter()
             .nth(worker - first)
-            .unwrap_or(0..0)
+            .filter(|part| !part.is_empty())
     }
 }
 
@@ -231,10 +233,9 @@ impl<K: JoinKey, R: RowSource<K> + ?Sized> Feed<K> for StreamFeed<R> {
     ) -> Result<(), String> {
         for (side, total) in [(Side::Left, self.local.0), (Side::Right, self.local.1)] {
             let cuts = self.source.cuts(side);
-            let rows = self.rows_of(side, total, &cuts, worker.index());
-            if rows.is_empty() {
+            let Some(rows) = self.rows_of(side, total, &cuts, worker.index()) else {
                 continue;
-            }
+            };
             let whole = rows == (0..total);
             let mut row = rows.start;
             self.source
@@ -474,6 +475,20 @@ mod tests {
         let error = execute_stream(job, source, |_| CollectSink::default()).unwrap_err();
         assert!(error.contains("right input had 10 rows"), "{error}");
         assert!(error.contains("but 13"), "{error}");
+        // A side that was empty when planned and has rows when read.
+        let source = Arc::new(Memory {
+            left: keys.clone(),
+            right: Vec::new(),
+            extra: 2,
+            cut_every: 0,
+        });
+        let empty_right = StreamJob {
+            right_rows: 0,
+            ..job
+        };
+        let error = execute_stream(empty_right, source, |_| CollectSink::default()).unwrap_err();
+        assert!(error.contains("right input had 0 rows"), "{error}");
+        assert!(error.contains("but 2"), "{error}");
         // Read in parts, the last part of the right side grew.
         let source = Arc::new(Memory {
             left: keys.clone(),
