@@ -201,6 +201,14 @@ impl InputFile {
         Ok(())
     }
 
+    /// The key columns' indices, ascending and once each: the columns a keys-only read decodes.
+    fn key_projection(&self) -> Vec<usize> {
+        let mut indices = self.key_indices.clone();
+        indices.sort_unstable();
+        indices.dedup();
+        indices
+    }
+
     /// Counts an Arrow IPC input's rows in a pass over its key columns, and for an IPC file the
     /// rows of each of its record batches.
     fn count_ipc_batches(&mut self) -> Result<()> {
@@ -211,9 +219,7 @@ impl InputFile {
             Selection::Batches(run) => Some(run.clone()),
             _ => None,
         };
-        let mut projection = self.key_indices.clone();
-        projection.sort_unstable();
-        projection.dedup();
+        let projection = self.key_projection();
         let format = FileFormat::ArrowIpc;
         let (_, mut raw) = fenced(path, format, || {
             ipc_reader(path, file, Some(projection), run)
@@ -291,12 +297,7 @@ impl InputFile {
     fn batches_of_groups(&self, keys_only: bool, groups: Option<Range<usize>>) -> Result<Batches> {
         let path = self.path.as_path();
         let file = open_input(path)?;
-        let projection = keys_only.then(|| {
-            let mut indices = self.key_indices.clone();
-            indices.sort_unstable();
-            indices.dedup();
-            indices
-        });
+        let projection = keys_only.then(|| self.key_projection());
         let raw: RawBatches = fenced(path, self.format, || match (&self.selection, self.format) {
             (Selection::Loaded(batch), _) => {
                 let batch = match &projection {
