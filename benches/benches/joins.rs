@@ -9,10 +9,10 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use skewjoin_benches::uniform_keys;
 use skewjoin_operators::hash::pair_checksum;
-use skewjoin_operators::kernel::hash_join;
+use skewjoin_operators::kernel::{hash_join, local_join_logic};
 use skewjoin_operators::range_pact::RangeTable;
 use skewjoin_operators::tree_join::TreeParams;
-use skewjoin_operators::JoinType;
+use skewjoin_operators::{JoinLogic, JoinType};
 use skewjoin_planner::exec::{execute, JoinJob};
 use skewjoin_planner::exec_local::CountSink;
 use skewjoin_planner::Resolved;
@@ -59,6 +59,25 @@ fn output(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    group.bench_function("kernel, checksummed a group at a time", |b| {
+        b.iter_batched(
+            || (left.clone(), right.clone()),
+            |(mut l, mut r)| {
+                let mut sum = GroupSum(0);
+                local_join_logic(
+                    &mut l,
+                    &mut r,
+                    None,
+                    None,
+                    JoinType::Inner,
+                    &mut sum,
+                    &mut Vec::new(),
+                );
+                black_box(sum.0)
+            },
+            BatchSize::LargeInput,
+        )
+    });
     group.bench_function("plain nested loop, checksummed pairs", |b| {
         b.iter(|| {
             let mut sum = 0u64;
@@ -71,6 +90,28 @@ fn output(c: &mut Criterion) {
         })
     });
     group.finish();
+}
+
+/// Checksums output rows as the runtime's sinks do: a group of pairs in one loop.
+struct GroupSum(u64);
+
+impl JoinLogic<u64, u64, u64, ()> for GroupSum {
+    fn row(&mut self, _: &u64, l: Option<&u64>, r: Option<&u64>, _: &mut Vec<()>) {
+        self.0 = self.0.wrapping_add(pair_checksum(l.copied(), r.copied()));
+    }
+
+    fn lefts_with<'v>(
+        &mut self,
+        _: &u64,
+        lefts: impl ExactSizeIterator<Item = &'v u64>,
+        right: &u64,
+        _: &mut Vec<()>,
+    ) {
+        let sum = lefts.fold(0u64, |sum, l| {
+            sum.wrapping_add(pair_checksum(Some(*l), Some(*right)))
+        });
+        self.0 = self.0.wrapping_add(sum);
+    }
 }
 
 fn job(left: Vec<u64>, right: Vec<u64>, resolved: Resolved, partitions: usize) -> JoinJob<u64> {

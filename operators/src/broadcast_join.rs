@@ -11,6 +11,7 @@ use timely::ExchangeData;
 
 use crate::config::JoinConfig;
 use crate::error::JoinError;
+use crate::join_logic::each_row;
 use crate::join_type::{JoinType, Side};
 use crate::key::JoinKey;
 use crate::partitioned_join::partitioned_join;
@@ -152,7 +153,7 @@ where
             how,
             partitioning,
             config.loads.clone(),
-            logic,
+            each_row(logic),
         ))
     }
 }

@@ -13,6 +13,7 @@
 //! pair.
 
 use crate::hash::mix64;
+use crate::join_logic::{each_row, JoinLogic, Swapped};
 use crate::join_type::{JoinType, Side};
 use crate::key::JoinKey;
 
@@ -452,6 +453,33 @@ pub fn local_join<K, L, R, E>(
     K: JoinKey,
     E: FnMut(&K, Option<&L>, Option<&R>),
 {
+    let mut logic =
+        each_row(|key: &K, l: Option<&L>, r: Option<&R>, _: &mut Vec<()>| emit(key, l, r));
+    local_join_logic(
+        left,
+        right,
+        broadcast_left,
+        broadcast_right,
+        how,
+        &mut logic,
+        &mut Vec::new(),
+    )
+}
+
+/// [`local_join`] handing its output to [`JoinLogic`]: a key's rows matching one row of the
+/// other side go to `logic` as one group call. `out` is passed through to `logic`.
+pub fn local_join_logic<K, L, R, D, G>(
+    left: &mut [(K, L)],
+    right: &mut [(K, R)],
+    broadcast_left: Option<&BuildTable<'_, K, L>>,
+    broadcast_right: Option<&BuildTable<'_, K, R>>,
+    how: JoinType,
+    logic: &mut G,
+    out: &mut Vec<D>,
+) where
+    K: JoinKey,
+    G: JoinLogic<K, L, R, D>,
+{
     if left.is_empty() && right.is_empty() {
         return;
     }
@@ -462,7 +490,8 @@ pub fn local_join<K, L, R, E>(
             broadcast_left,
             broadcast_right,
             Emission::new(how, Side::Left),
-            &mut |k, l, r| emit(k, l, r),
+            logic,
+            out,
         );
     } else {
         join_oriented(
@@ -471,7 +500,8 @@ pub fn local_join<K, L, R, E>(
             broadcast_right,
             broadcast_left,
             Emission::new(how, Side::Right),
-            &mut |k, r, l| emit(k, l, r),
+            &mut Swapped(logic),
+            out,
         );
     }
 }
@@ -485,19 +515,27 @@ where
     local_join(left, right, None, None, how, emit)
 }
 
-/// The kernel with fixed roles: `build` rows go into the table, `probe` rows look up. Broadcast
-/// tables: `broadcast_build` holds rows of the build side's type (probed by own probe rows),
-/// `broadcast_probe` rows of the probe side's type (looked up by own build keys).
-fn join_oriented<K, B, P, E>(
+/// The values of a run of rows.
+#[inline]
+fn values<K, V>(rows: &[(K, V)]) -> impl ExactSizeIterator<Item = &V> {
+    rows.iter().map(|(_, value)| value)
+}
+
+/// The kernel with fixed roles: `build` rows go into the table, `probe` rows look up; `logic`
+/// sees the build side as its left. Broadcast tables: `broadcast_build` holds rows of the build
+/// side's type (probed by own probe rows), `broadcast_probe` rows of the probe side's type
+/// (looked up by own build keys).
+fn join_oriented<K, B, P, D, G>(
     build: &mut [(K, B)],
     probe: &[(K, P)],
     broadcast_build: Option<&BuildTable<'_, K, B>>,
     broadcast_probe: Option<&BuildTable<'_, K, P>>,
     emission: Emission,
-    emit: &mut E,
+    logic: &mut G,
+    out: &mut Vec<D>,
 ) where
     K: JoinKey,
-    E: FnMut(&K, Option<&B>, Option<&P>),
+    G: JoinLogic<K, B, P, D>,
 {
     let mut table = BuildTable::new(build, emission.track_build());
 
@@ -512,18 +550,14 @@ fn join_oriented<K, B, P, E>(
                 matched = true;
                 table.mark(group);
                 if emission.pairs {
-                    for (_, built) in table.group_rows(group) {
-                        emit(key, Some(built), Some(value));
-                    }
+                    logic.lefts_with(key, values(table.group_rows(group)), value, out);
                 }
             }
             if let Some(other) = broadcast_build {
                 if let Some(group) = other.group_of(key) {
                     matched = true;
                     if emission.pairs {
-                        for (_, built) in other.group_rows(group) {
-                            emit(key, Some(built), Some(value));
-                        }
+                        logic.lefts_with(key, values(other.group_rows(group)), value, out);
                     }
                 }
             }
@@ -533,7 +567,7 @@ fn join_oriented<K, B, P, E>(
                 emission.pad_probe || emission.anti_probe
             };
             if keep {
-                emit(key, None, Some(value));
+                logic.row(key, None, Some(value), out);
             }
         }
     }
@@ -545,10 +579,9 @@ fn join_oriented<K, B, P, E>(
             if let Some(other_group) = other.group_of(key) {
                 table.mark(group);
                 if emission.pairs {
+                    let probed = other.group_rows(other_group);
                     for (_, built) in table.group_rows(group) {
-                        for (_, probed) in other.group_rows(other_group) {
-                            emit(key, Some(built), Some(probed));
-                        }
+                        logic.left_with_rights(key, built, values(probed), out);
                     }
                 }
             }
@@ -565,13 +598,13 @@ fn join_oriented<K, B, P, E>(
             };
             if keep {
                 for (key, built) in table.group_rows(group) {
-                    emit(key, Some(built), None);
+                    logic.row(key, Some(built), None, out);
                 }
             }
         }
         if emission.pad_build || emission.anti_build {
             for (key, built) in table.null_rows() {
-                emit(key, Some(built), None);
+                logic.row(key, Some(built), None, out);
             }
         }
     }

@@ -15,7 +15,9 @@
 //! ([`Partitioning`]); load is counted per partition into a [`LoadRecorder`]. The building
 //! blocks, [`route::route`] and [`partitioned_join::partitioned_join`], compose into the
 //! skew-aware strategies of the planner crate. Every join supports inner, left, right and full
-//! outer, semi and anti joins with SQL NULL semantics ([`JoinType`]).
+//! outer, semi and anti joins with SQL NULL semantics ([`JoinType`]). Output rows go to a
+//! closure, once per row, or to a [`JoinLogic`], which may take a hot key's pairs a group at a
+//! time.
 
 pub mod broadcast_join;
 pub mod config;
@@ -25,6 +27,7 @@ pub mod error;
 pub mod hash;
 pub mod heavy_hitters;
 pub mod ib_join;
+pub mod join_logic;
 pub mod join_type;
 pub mod kernel;
 pub mod key;
@@ -43,6 +46,7 @@ pub use broadcast_join::BroadcastJoin;
 pub use config::JoinConfig;
 pub use error::JoinError;
 pub use ib_join::IbJoin;
+pub use join_logic::JoinLogic;
 pub use join_type::{JoinType, Side};
 pub use key::{JoinKey, Key};
 pub use load::{LoadRecorder, LoadReport, PartitionLoad, TrafficCounters};

@@ -14,8 +14,9 @@ use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
+use crate::join_logic::JoinLogic;
 use crate::join_type::JoinType;
-use crate::kernel::{local_join, BuildTable};
+use crate::kernel::{local_join_logic, BuildTable};
 use crate::key::JoinKey;
 use crate::load::LoadRecorder;
 use crate::partition::Partitioning;
@@ -81,9 +82,10 @@ fn absorb<K, V>(
     }
 }
 
-/// Joins two routed streams partition by partition, calling `logic(key, left, right, out)` for
-/// every output row; `logic` pushes whatever it wants the output stream to carry into `out`
-/// (possibly nothing, when it folds rows into a summary instead).
+/// Joins two routed streams partition by partition, handing every output row to `logic` (a
+/// closure called once per row, through [`each_row`](crate::join_logic::each_row), or logic
+/// that takes a hot key's pairs a group at a time); `logic` pushes whatever it wants the output
+/// stream to carry into `out` (possibly nothing, when it folds rows into a summary instead).
 ///
 /// Records routed to a partition are "own" records of that partition: all own records of a key
 /// must be in the same partition, on both sides, for padding and semi/anti decisions to be right.
@@ -103,7 +105,7 @@ where
     L: ExchangeData + Clone,
     R: ExchangeData + Clone,
     D: Clone + 'static,
-    F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
+    F: JoinLogic<K, L, R, D> + 'static,
 {
     let worker = left.scope().index();
     assert_eq!(
@@ -177,24 +179,26 @@ where
                     let broadcast_right = (!state.broadcast_right.is_empty())
                         .then(|| BuildTable::new(&mut state.broadcast_right, false));
                     for (slot, &partition) in local.iter().enumerate() {
-                        let mut produced = 0u64;
                         let held = (state.left[slot].len() + state.right[slot].len()) as u64
                             + broadcast_held;
-                        local_join(
+                        let mut batched = Batched {
+                            logic: &mut logic,
+                            produced: 0,
+                            give: |out: &mut Vec<D>| {
+                                session.give_container(out);
+                                out.clear();
+                            },
+                        };
+                        local_join_logic(
                             &mut state.left[slot],
                             &mut state.right[slot],
                             broadcast_left.as_ref(),
                             broadcast_right.as_ref(),
                             how,
-                            |key, l, r| {
-                                produced += 1;
-                                logic(key, l, r, &mut out);
-                                if out.len() >= OUTPUT_BATCH {
-                                    session.give_container(&mut out);
-                                    out.clear();
-                                }
-                            },
+                            &mut batched,
+                            &mut out,
                         );
+                        let produced = batched.produced;
                         if !out.is_empty() {
                             session.give_container(&mut out);
                             out.clear();
@@ -206,6 +210,63 @@ where
             }
         },
     )
+}
+
+/// `logic` counting the rows it is handed and giving `out` to the output stream whenever it holds
+/// [`OUTPUT_BATCH`] records or more (after a group call, that may be a whole group's rows more).
+struct Batched<'a, F, G> {
+    logic: &'a mut F,
+    produced: u64,
+    give: G,
+}
+
+impl<K, L, R, D, F, G> JoinLogic<K, L, R, D> for Batched<'_, F, G>
+where
+    F: JoinLogic<K, L, R, D>,
+    G: FnMut(&mut Vec<D>),
+{
+    #[inline]
+    fn row(&mut self, key: &K, left: Option<&L>, right: Option<&R>, out: &mut Vec<D>) {
+        self.produced += 1;
+        self.logic.row(key, left, right, out);
+        if out.len() >= OUTPUT_BATCH {
+            (self.give)(out);
+        }
+    }
+
+    #[inline]
+    fn lefts_with<'v>(
+        &mut self,
+        key: &K,
+        lefts: impl ExactSizeIterator<Item = &'v L>,
+        right: &R,
+        out: &mut Vec<D>,
+    ) where
+        L: 'v,
+    {
+        self.produced += lefts.len() as u64;
+        self.logic.lefts_with(key, lefts, right, out);
+        if out.len() >= OUTPUT_BATCH {
+            (self.give)(out);
+        }
+    }
+
+    #[inline]
+    fn left_with_rights<'v>(
+        &mut self,
+        key: &K,
+        left: &L,
+        rights: impl ExactSizeIterator<Item = &'v R>,
+        out: &mut Vec<D>,
+    ) where
+        R: 'v,
+    {
+        self.produced += rights.len() as u64;
+        self.logic.left_with_rights(key, left, rights, out);
+        if out.len() >= OUTPUT_BATCH {
+            (self.give)(out);
+        }
+    }
 }
 
 /// The time a message's records are joined at: its stamp's only element in the usual case, the

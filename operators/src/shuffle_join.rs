@@ -9,6 +9,7 @@ use timely::progress::Timestamp;
 use timely::ExchangeData;
 
 use crate::config::JoinConfig;
+use crate::join_logic::{each_row, JoinLogic};
 use crate::join_type::{JoinType, Side};
 use crate::key::JoinKey;
 use crate::partitioned_join::partitioned_join;
@@ -81,19 +82,39 @@ where
         D: Clone + 'static,
         F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
     {
-        let scope = self.scope();
-        let partitioning = config.partitioning(scope.peers());
-        let worker = scope.index();
-        let left = route(
-            self,
-            "ShuffleLeft",
-            by_key_hash(partitioning, worker, how.keeps_unmatched(Side::Left)),
-        );
-        let right = route(
-            right,
-            "ShuffleRight",
-            by_key_hash(partitioning, worker, how.keeps_unmatched(Side::Right)),
-        );
-        partitioned_join(left, right, how, partitioning, config.loads.clone(), logic)
+        shuffle_join_logic(self, right, how, config, each_row(logic))
     }
+}
+
+/// [`ShuffleJoin::shuffle_join_with`] handing output rows to [`JoinLogic`], which may take a hot
+/// key's pairs a group at a time.
+pub fn shuffle_join_logic<'s, T, K, L, R, D, F>(
+    left: StreamVec<'s, T, (K, L)>,
+    right: StreamVec<'s, T, (K, R)>,
+    how: JoinType,
+    config: &JoinConfig,
+    logic: F,
+) -> StreamVec<'s, T, D>
+where
+    T: Timestamp,
+    K: JoinKey,
+    L: ExchangeData + Clone,
+    R: ExchangeData + Clone,
+    D: Clone + 'static,
+    F: JoinLogic<K, L, R, D> + 'static,
+{
+    let scope = left.scope();
+    let partitioning = config.partitioning(scope.peers());
+    let worker = scope.index();
+    let left = route(
+        left,
+        "ShuffleLeft",
+        by_key_hash(partitioning, worker, how.keeps_unmatched(Side::Left)),
+    );
+    let right = route(
+        right,
+        "ShuffleRight",
+        by_key_hash(partitioning, worker, how.keeps_unmatched(Side::Right)),
+    );
+    partitioned_join(left, right, how, partitioning, config.loads.clone(), logic)
 }

@@ -51,6 +51,7 @@ use timely::progress::Timestamp;
 use timely::ExchangeData;
 
 use crate::config::JoinConfig;
+use crate::join_logic::{each_row, JoinLogic};
 use crate::join_type::{JoinType, Side};
 use crate::key::JoinKey;
 use crate::load::LoadRecorder;
@@ -195,13 +196,14 @@ where
             |_: &K| None,
             config.loads.clone(),
             TreeRounds::new(),
-            logic,
+            each_row(logic),
         )
     }
 }
 
 /// Tree-Join of `left` and `right` over `partitioning`, counting load into `loads` and rounds
-/// into `rounds`, calling `logic(key, left, right, out)` once per output row.
+/// into `rounds`, handing every output row to `logic` (a leaf's pairs one row of the left with
+/// the whole right list at a time).
 ///
 /// `place(key)` may choose the partition of a key's round-0 entry (a planner that knows the
 /// entries' sizes places them to balance load: the load-balanced form, whose keys are grid
@@ -225,7 +227,7 @@ where
     L: ExchangeData + Clone,
     R: ExchangeData + Clone,
     D: Clone + 'static,
-    F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
+    F: JoinLogic<K, L, R, D> + 'static,
 {
     let scope = left.scope();
     let worker = scope.index();
@@ -304,24 +306,23 @@ where
                     for (partition, key, arc, ls, rs) in entries {
                         let held = (ls.len() + rs.len()) as u64;
                         let mut produced = 0u64;
-                        let mut emit = |l: Option<&L>, r: Option<&R>, rows: &mut Vec<D>| {
-                            produced += 1;
-                            logic(&key, l, r, rows);
-                        };
                         if round == 0 && (ls.is_empty() || rs.is_empty() || !how.emits_pairs()) {
                             // Resolved at once: unmatched rows, semi and anti joins.
                             let matched = !ls.is_empty() && !rs.is_empty();
                             if emits_side(how, Side::Left, matched) {
-                                ls.iter().for_each(|l| emit(Some(l), None, &mut rows));
+                                produced += ls.len() as u64;
+                                ls.iter()
+                                    .for_each(|l| logic.row(&key, Some(l), None, &mut rows));
                             }
                             if emits_side(how, Side::Right, matched) {
-                                rs.iter().for_each(|r| emit(None, Some(r), &mut rows));
+                                produced += rs.len() as u64;
+                                rs.iter()
+                                    .for_each(|r| logic.row(&key, None, Some(r), &mut rows));
                             }
                         } else if ls.len() <= leaf && rs.len() <= leaf {
+                            produced += (ls.len() * rs.len()) as u64;
                             for l in &ls {
-                                for r in &rs {
-                                    emit(Some(l), Some(r), &mut rows);
-                                }
+                                logic.left_with_rights(&key, l, rs.iter(), &mut rows);
                             }
                         } else {
                             for sub in split(&partitioning, &key, arc, ls, rs, leaf, fanout) {
@@ -498,12 +499,14 @@ mod tests {
                     |_: &Option<u64>| None,
                     LoadRecorder::new(),
                     rounds.clone(),
-                    |k: &Option<u64>,
-                     l: Option<&u32>,
-                     r: Option<&u32>,
-                     out: &mut Vec<JoinedRow<Option<u64>, u32, u32>>| {
-                        out.push((*k, l.copied(), r.copied()))
-                    },
+                    each_row(
+                        |k: &Option<u64>,
+                         l: Option<&u32>,
+                         r: Option<&u32>,
+                         out: &mut Vec<JoinedRow<Option<u64>, u32, u32>>| {
+                            out.push((*k, l.copied(), r.copied()))
+                        },
+                    ),
                 )
                 .inspect(move |row| sink.lock().unwrap().0.push(*row));
             });

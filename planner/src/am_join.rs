@@ -34,6 +34,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
+use skewjoin_operators::join_logic::JoinLogic;
 use skewjoin_operators::key_stats::{HotThresholds, KeyCount};
 use skewjoin_operators::partitioned_join::partitioned_join;
 use skewjoin_operators::route::{by_key_hash, route, route_copies, Route};
@@ -558,11 +559,11 @@ where
     L: ExchangeData + Clone,
     R: ExchangeData + Clone,
     D: Clone + 'static,
-    F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
+    F: JoinLogic<K, L, R, D> + 'static,
 {
     let worker = left.scope().index();
     let (home_left, home_right) = homes;
-    let logic = Rc::new(RefCell::new(logic));
+    let logic = SharedLogic(Rc::new(RefCell::new(logic)));
 
     // The main join: cold keys by hash, one-side-hot keys stay at home or are broadcast.
     let main_left = {
@@ -593,24 +594,19 @@ where
             },
         )
     };
-    let shared = Rc::clone(&logic);
     let mut output = partitioned_join(
         main_left,
         main_right,
         how,
         partitioning,
         loads.clone(),
-        move |key, l, r, out| (shared.borrow_mut())(key, l, r, out),
+        logic.clone(),
     );
 
     // Hot in both: the grid of cells, joined as inner joins, in one round or with Tree-Join
     // rounds for cells still larger than a leaf.
     if how.emits_pairs() && !plan.grids.is_empty() {
-        let shared = Rc::clone(&logic);
-        let cell_logic =
-            move |cell_key: &(K, u32), l: Option<&L>, r: Option<&R>, out: &mut Vec<D>| {
-                (shared.borrow_mut())(&cell_key.0, l, r, out)
-            };
+        let cell_logic = CellLogic(logic.clone());
         let cells = match tree {
             None => {
                 let mut copy_left = grid_copies(Rc::clone(&plan), Side::Left, worker);
@@ -679,33 +675,112 @@ where
     match how.semi_side() {
         Some(Side::Left) => {
             let plan = Rc::clone(&plan);
-            let shared = Rc::clone(&logic);
+            let shared = logic.clone();
             let emitted = emit_at_source(
                 left,
                 "AmSemiLeft",
                 loads,
                 move |key| emitted_at_source(plan.class(key), Side::Left, how),
                 home_left,
-                move |key, value, out| (shared.borrow_mut())(key, Some(value), None, out),
+                move |key, value, out| shared.0.borrow_mut().row(key, Some(value), None, out),
             );
             output = output.concat(emitted);
         }
         Some(Side::Right) => {
             let plan = Rc::clone(&plan);
-            let shared = Rc::clone(&logic);
+            let shared = logic.clone();
             let emitted = emit_at_source(
                 right,
                 "AmSemiRight",
                 loads,
                 move |key| emitted_at_source(plan.class(key), Side::Right, how),
                 home_right,
-                move |key, value, out| (shared.borrow_mut())(key, None, Some(value), out),
+                move |key, value, out| shared.0.borrow_mut().row(key, None, Some(value), out),
             );
             output = output.concat(emitted);
         }
         None => {}
     }
     output
+}
+
+/// The join's logic, shared by the operators that emit rows: the main join, the grid's cells and
+/// the rows a semi join emits where they are read. A group call borrows it once for the group.
+struct SharedLogic<F>(Rc<RefCell<F>>);
+
+impl<F> Clone for SharedLogic<F> {
+    fn clone(&self) -> Self {
+        SharedLogic(Rc::clone(&self.0))
+    }
+}
+
+impl<K, L, R, D, F: JoinLogic<K, L, R, D>> JoinLogic<K, L, R, D> for SharedLogic<F> {
+    #[inline]
+    fn row(&mut self, key: &K, left: Option<&L>, right: Option<&R>, out: &mut Vec<D>) {
+        self.0.borrow_mut().row(key, left, right, out)
+    }
+
+    #[inline]
+    fn lefts_with<'v>(
+        &mut self,
+        key: &K,
+        lefts: impl ExactSizeIterator<Item = &'v L>,
+        right: &R,
+        out: &mut Vec<D>,
+    ) where
+        L: 'v,
+    {
+        self.0.borrow_mut().lefts_with(key, lefts, right, out)
+    }
+
+    #[inline]
+    fn left_with_rights<'v>(
+        &mut self,
+        key: &K,
+        left: &L,
+        rights: impl ExactSizeIterator<Item = &'v R>,
+        out: &mut Vec<D>,
+    ) where
+        R: 'v,
+    {
+        self.0.borrow_mut().left_with_rights(key, left, rights, out)
+    }
+}
+
+/// The shared logic as the grid's cells see it: keyed by `(key, cell)`, reporting the key.
+struct CellLogic<F>(SharedLogic<F>);
+
+impl<K, L, R, D, F: JoinLogic<K, L, R, D>> JoinLogic<(K, u32), L, R, D> for CellLogic<F> {
+    #[inline]
+    fn row(&mut self, cell: &(K, u32), left: Option<&L>, right: Option<&R>, out: &mut Vec<D>) {
+        self.0.row(&cell.0, left, right, out)
+    }
+
+    #[inline]
+    fn lefts_with<'v>(
+        &mut self,
+        cell: &(K, u32),
+        lefts: impl ExactSizeIterator<Item = &'v L>,
+        right: &R,
+        out: &mut Vec<D>,
+    ) where
+        L: 'v,
+    {
+        self.0.lefts_with(&cell.0, lefts, right, out)
+    }
+
+    #[inline]
+    fn left_with_rights<'v>(
+        &mut self,
+        cell: &(K, u32),
+        left: &L,
+        rights: impl ExactSizeIterator<Item = &'v R>,
+        out: &mut Vec<D>,
+    ) where
+        R: 'v,
+    {
+        self.0.left_with_rights(&cell.0, left, rights, out)
+    }
 }
 
 /// Emits the records `select` picks without moving them, counting each as an output row of its

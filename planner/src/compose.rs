@@ -10,12 +10,14 @@ use std::rc::Rc;
 
 use skewjoin_operators::broadcast_join::broadcast_all;
 use skewjoin_operators::ib_join::{baseline_join, ib_join_in_place, TrackingMode};
+use skewjoin_operators::join_logic::JoinLogic;
 use skewjoin_operators::partitioned_join::partitioned_join;
 use skewjoin_operators::range_pact::{plan_tables, route_by_ranges, RangeObserver};
 use skewjoin_operators::route::{route, Route, Routed};
 use skewjoin_operators::sample::{sample_summaries, SampleConfig};
+use skewjoin_operators::shuffle_join::shuffle_join_logic;
 use skewjoin_operators::tree_join::tree_join;
-use skewjoin_operators::{JoinConfig, JoinKey, JoinType, Partitioning, ShuffleJoin, Side};
+use skewjoin_operators::{JoinConfig, JoinKey, JoinType, Partitioning, Side};
 use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
@@ -29,8 +31,8 @@ use crate::vprp::{plan_ranges, RangeParams, DEFAULT_THETA};
 /// The home partition of a record.
 pub type Home<K, V> = Rc<dyn Fn(&K, &V) -> u32>;
 
-/// Builds `resolved` over `left` and `right`, calling `logic(key, left, right, out)` for every
-/// output row. Strategies planned from key statistics (AM-Join) take their plan in `plan`, made
+/// Builds `resolved` over `left` and `right`, handing every output row to `logic` (hot keys'
+/// pairs a group at a time where the strategy joins them in the kernel or a Tree-Join leaf). Strategies planned from key statistics (AM-Join) take their plan in `plan`, made
 /// by a statistics run before this dataflow is built (see [`crate::exec`]). The operators count
 /// their load and record their decisions (Tree-Join rounds, VPRP ranges) into `observers`.
 #[allow(clippy::too_many_arguments)]
@@ -43,7 +45,7 @@ pub fn build_join<'s, T, K, L, R, D, F>(
     homes: (Home<K, L>, Home<K, R>),
     plan: Option<Rc<AmPlan<K>>>,
     observers: &Observers<K>,
-    logic: F,
+    mut logic: F,
 ) -> StreamVec<'s, T, D>
 where
     T: Timestamp,
@@ -51,7 +53,7 @@ where
     L: ExchangeData + Clone,
     R: ExchangeData + Clone,
     D: Clone + 'static,
-    F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
+    F: JoinLogic<K, L, R, D> + 'static,
 {
     let (home_left, home_right) = homes;
     let loads = observers.loads.clone();
@@ -60,7 +62,7 @@ where
             let config = JoinConfig::new()
                 .with_partitions(partitioning.partitions())
                 .with_loads(loads);
-            left.shuffle_join_with(right, how, &config, logic)
+            shuffle_join_logic(left, right, how, &config, logic)
         }
         Resolved::Broadcast { side } => {
             let keep_left = how.keeps_unmatched(Side::Left);
@@ -102,7 +104,7 @@ where
                 Box::new(move |k: &K, v: &R| home_right(k, v)),
             ),
             loads,
-            logic,
+            move |k: &K, l: Option<&L>, r: Option<&R>, out: &mut Vec<D>| logic.row(k, l, r, out),
         ),
         Resolved::Der { small } | Resolved::Ddr { small } => {
             let mode = match resolved {
@@ -121,7 +123,9 @@ where
                     Box::new(move |k: &K, v: &R| home_right(k, v)),
                 ),
                 loads,
-                logic,
+                move |k: &K, l: Option<&L>, r: Option<&R>, out: &mut Vec<D>| {
+                    logic.row(k, l, r, out)
+                },
             )
         }
         Resolved::Am { .. } => {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use skewjoin_operators::heavy_hitters::summarised_hot_keys;
+use skewjoin_operators::join_logic::JoinLogic;
 use skewjoin_operators::key_stats::{hot_keys, KeyCount, KeyCounts};
 use skewjoin_operators::{
     JoinKey, JoinType, JoinedRow, LoadReport, PartitionLoad, Partitioning, Side,
@@ -76,14 +77,76 @@ impl RowValue for CarriedRow {
 }
 
 /// Where one worker's output rows go: each call is one output row, by left and right row
-/// (`None` for a padded side, or the absent side of a semi or anti join).
+/// (`None` for a padded side, or the absent side of a semi or anti join), or a group of pairs
+/// that share a row of one side.
 pub trait PairSink<V = RowRef>: 'static {
     /// What the sink reports when the join is done.
     type Summary: Send + 'static;
     /// One output row.
     fn emit(&mut self, left: Option<&V>, right: Option<&V>);
+
+    /// The pairs of every row of `lefts` with `right`, in order: what calling [`PairSink::emit`]
+    /// once per pair does, which is the default. A hot key's pairs come this way, so a sink that
+    /// sums its rows gains from doing it in one loop.
+    #[inline]
+    fn lefts_with<'v>(&mut self, lefts: impl ExactSizeIterator<Item = &'v V>, right: &V)
+    where
+        V: 'v,
+    {
+        for left in lefts {
+            self.emit(Some(left), Some(right));
+        }
+    }
+
+    /// The pairs of `left` with every row of `rights`, in order (see [`PairSink::lefts_with`]).
+    #[inline]
+    fn left_with_rights<'v>(&mut self, left: &V, rights: impl ExactSizeIterator<Item = &'v V>)
+    where
+        V: 'v,
+    {
+        for right in rights {
+            self.emit(Some(left), Some(right));
+        }
+    }
     /// Called once after the last row.
     fn finish(self) -> Result<Self::Summary, String>;
+}
+
+/// A worker's sink as the join's logic: every output row goes to the sink, a group of pairs in
+/// one call (and one borrow).
+struct SinkLogic<S>(Rc<RefCell<S>>);
+
+impl<K, V, S: PairSink<V>> JoinLogic<K, V, V, ()> for SinkLogic<S> {
+    #[inline]
+    fn row(&mut self, _: &K, left: Option<&V>, right: Option<&V>, _: &mut Vec<()>) {
+        self.0.borrow_mut().emit(left, right)
+    }
+
+    #[inline]
+    fn lefts_with<'v>(
+        &mut self,
+        _: &K,
+        lefts: impl ExactSizeIterator<Item = &'v V>,
+        right: &V,
+        _: &mut Vec<()>,
+    ) where
+        V: 'v,
+    {
+        self.0.borrow_mut().lefts_with(lefts, right)
+    }
+
+    #[inline]
+    fn left_with_rights<'v>(
+        &mut self,
+        _: &K,
+        left: &V,
+        rights: impl ExactSizeIterator<Item = &'v V>,
+        _: &mut Vec<()>,
+    ) where
+        V: 'v,
+    {
+        self.0.borrow_mut().left_with_rights(left, rights)
+    }
 }
 
 /// The partitions that are home to the rows a process read, and which row goes to which: rows
@@ -441,9 +504,7 @@ where
             (home_left, home_right),
             plan,
             &observers,
-            move |_key, l: Option<&V>, r: Option<&V>, _out: &mut Vec<()>| {
-                sink.borrow_mut().emit(l, r)
-            },
+            SinkLogic(sink),
         )
         .probe_with(&probe);
     });

@@ -34,7 +34,6 @@ use arrow::error::ArrowError;
 use arrow::row::{RowConverter, Rows, SortField};
 use clap::Args;
 use serde::{Deserialize, Serialize};
-use skewjoin_operators::hash::pair_checksum;
 use skewjoin_operators::{JoinType, Side};
 use skewjoin_planner::exec::{CarriedRow, PairSink, RowRef, RowValue};
 use skewjoin_planner::exec_cluster::{
@@ -57,6 +56,7 @@ use crate::io::{
 use crate::memory::broadcast_budget;
 use crate::metrics::checksum_hex;
 use crate::progress::Progress;
+use crate::tally::OutputTally;
 
 /// The flags of `join` that make it one process of a cluster.
 #[derive(Debug, Args, Clone, Default)]
@@ -134,32 +134,34 @@ pub struct WorkerSummary {
 }
 
 /// Counts and checksums output rows, whatever travels with them.
-struct CountSink {
-    summary: WorkerSummary,
-    progress: Option<Arc<AtomicU64>>,
-}
+struct CountSink(OutputTally);
 
 impl<V: RowValue> PairSink<V> for CountSink {
     type Summary = WorkerSummary;
+
     #[inline]
     fn emit(&mut self, left: Option<&V>, right: Option<&V>) {
-        self.summary.rows += 1;
-        let sum = pair_checksum(left.map(RowValue::hash), right.map(RowValue::hash));
-        self.summary.checksum = self.summary.checksum.wrapping_add(sum);
-        count_progress(self.summary.rows, &self.progress);
+        self.0
+            .row(left.map(RowValue::hash), right.map(RowValue::hash));
     }
-    fn finish(self) -> std::result::Result<WorkerSummary, String> {
-        Ok(self.summary)
-    }
-}
 
-/// Adds to the shared progress counter every `PROGRESS_EVERY` rows.
-#[inline]
-fn count_progress(rows: u64, progress: &Option<Arc<AtomicU64>>) {
-    if rows.is_multiple_of(PROGRESS_EVERY) {
-        if let Some(counter) = progress {
-            counter.fetch_add(PROGRESS_EVERY, Ordering::Relaxed);
-        }
+    #[inline]
+    fn lefts_with<'v>(&mut self, lefts: impl ExactSizeIterator<Item = &'v V>, right: &V) {
+        self.0.lefts_with(lefts.map(RowValue::hash), right.hash());
+    }
+
+    #[inline]
+    fn left_with_rights<'v>(&mut self, left: &V, rights: impl ExactSizeIterator<Item = &'v V>) {
+        self.0
+            .left_with_rights(left.hash(), rights.map(RowValue::hash));
+    }
+
+    fn finish(self) -> std::result::Result<WorkerSummary, String> {
+        Ok(WorkerSummary {
+            rows: self.0.rows,
+            checksum: self.0.checksum,
+            ..WorkerSummary::default()
+        })
     }
 }
 
@@ -235,11 +237,8 @@ struct PartSink {
     writer: Option<OutputWriter>,
     converters: [RowConverter; 2],
     buffers: [RowBuffer; 2],
-    progress: Option<Arc<AtomicU64>>,
+    tally: OutputTally,
 }
-
-/// Output rows a worker produces between updates of the shared progress counter.
-const PROGRESS_EVERY: u64 = 1 << 20;
 
 impl PartSink {
     fn new(layout: Arc<PartLayout>, worker: usize, progress: Option<Arc<AtomicU64>>) -> PartSink {
@@ -268,7 +267,7 @@ impl PartSink {
             writer,
             converters,
             buffers: [RowBuffer::new(), RowBuffer::new()],
-            progress,
+            tally: OutputTally::new(progress),
         }
     }
 
@@ -305,10 +304,8 @@ impl PairSink<CarriedRow> for PartSink {
 
     #[inline]
     fn emit(&mut self, left: Option<&CarriedRow>, right: Option<&CarriedRow>) {
-        self.summary.rows += 1;
-        let sum = pair_checksum(left.map(|row| row.hash), right.map(|row| row.hash));
-        self.summary.checksum = self.summary.checksum.wrapping_add(sum);
-        count_progress(self.summary.rows, &self.progress);
+        self.tally
+            .row(left.map(|row| row.hash), right.map(|row| row.hash));
         if self.writer.is_some() {
             self.buffers[0].push(left);
             self.buffers[1].push(right);
@@ -325,6 +322,8 @@ impl PairSink<CarriedRow> for PartSink {
                 self.summary.error = Some(error.to_string());
             }
         }
+        self.summary.rows = self.tally.rows;
+        self.summary.checksum = self.tally.checksum;
         Ok(self.summary)
     }
 }
@@ -661,10 +660,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
             facts,
             decide,
             |_, row, hash| -> RowRef { (row, hash) },
-            move |_| CountSink {
-                summary: WorkerSummary::default(),
-                progress: count_counter.clone(),
-            },
+            move |_| CountSink(OutputTally::new(count_counter.clone())),
             on_start,
         ),
         Some((dir, format)) => {

@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use skewjoin_operators::hash::pair_checksum;
 use skewjoin_operators::{JoinType, Key, LoadReport, Side};
 use skewjoin_planner::exec::{execute, JobOutput, JoinJob, PairSink, RowRef};
 use skewjoin_planner::exec_stream::{execute_stream, RowSource, StreamJob};
@@ -27,6 +26,7 @@ use crate::batches::{InputFile, CHUNK_ROWS};
 use crate::error::{Error, Result};
 use crate::interrupt;
 use crate::io::{extract_keys, row_hashes, take_output, FileFormat, OutputWriter, RowStore, Share};
+use crate::tally::OutputTally;
 
 /// One side of a join, loaded.
 #[derive(Clone, Debug)]
@@ -95,12 +95,9 @@ struct Shared {
 /// One worker's sink: counts, checksums and (optionally) writes output rows.
 struct RuntimeSink {
     shared: Arc<Shared>,
-    rows: u64,
-    checksum: u64,
+    tally: OutputTally,
     left_rows: Vec<u32>,
     right_rows: Vec<u32>,
-    /// Where live progress is counted, in steps of `PROGRESS_EVERY` rows.
-    progress: Option<Arc<AtomicU64>>,
     /// Whether rows are still being written (an output is set and no write has failed).
     writing: bool,
     error: Option<Error>,
@@ -145,15 +142,8 @@ impl PairSink for RuntimeSink {
 
     #[inline]
     fn emit(&mut self, left: Option<&RowRef>, right: Option<&RowRef>) {
-        self.rows += 1;
-        if self.rows.is_multiple_of(PROGRESS_EVERY) {
-            if let Some(counter) = &self.progress {
-                counter.fetch_add(PROGRESS_EVERY, Ordering::Relaxed);
-            }
-        }
-        self.checksum = self
-            .checksum
-            .wrapping_add(pair_checksum(left.map(|row| row.1), right.map(|row| row.1)));
+        self.tally
+            .row(left.map(|row| row.1), right.map(|row| row.1));
         if self.writing {
             self.left_rows.push(left.map_or(PAD, |row| row.0));
             self.right_rows.push(right.map_or(PAD, |row| row.0));
@@ -163,14 +153,37 @@ impl PairSink for RuntimeSink {
         }
     }
 
+    #[inline]
+    fn lefts_with<'v>(&mut self, lefts: impl ExactSizeIterator<Item = &'v RowRef>, right: &RowRef) {
+        if self.writing {
+            for left in lefts {
+                self.emit(Some(left), Some(right));
+            }
+        } else {
+            self.tally.lefts_with(lefts.map(|row| row.1), right.1);
+        }
+    }
+
+    #[inline]
+    fn left_with_rights<'v>(
+        &mut self,
+        left: &RowRef,
+        rights: impl ExactSizeIterator<Item = &'v RowRef>,
+    ) {
+        if self.writing {
+            for right in rights {
+                self.emit(Some(left), Some(right));
+            }
+        } else {
+            self.tally.left_with_rights(left.1, rights.map(|row| row.1));
+        }
+    }
+
     fn finish(mut self) -> std::result::Result<Self::Summary, String> {
         self.flush();
-        Ok((self.rows, self.checksum, self.error))
+        Ok((self.tally.rows, self.tally.checksum, self.error))
     }
 }
-
-/// Output rows a worker produces between updates of the shared progress counter.
-const PROGRESS_EVERY: u64 = 1 << 20;
 
 /// Runs the join over two loaded tables. With an output target, the file is complete and in
 /// place when this returns `Ok`, and absent when it returns an error.
@@ -398,10 +411,8 @@ where
     let writing = shared.output.is_some();
     let result = execute(Box::new(move |_| RuntimeSink {
         writing,
-        progress: progress.clone(),
+        tally: OutputTally::new(progress.clone()),
         shared: Arc::clone(&sink_shared),
-        rows: 0,
-        checksum: 0,
         left_rows: Vec::new(),
         right_rows: Vec::new(),
         error: None,

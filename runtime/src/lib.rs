@@ -14,3 +14,4 @@ pub mod io;
 pub mod memory;
 pub mod metrics;
 pub mod progress;
+mod tally;

@@ -1,0 +1,119 @@
+//! A worker's count of its output rows: how many, their checksum, and live progress.
+//!
+//! Every sink keeps one. A hot key's pairs arrive as groups (see
+//! [`PairSink::lefts_with`](skewjoin_planner::exec::PairSink::lefts_with)); a group is summed
+//! in one loop with its total in a register, which is most of the output's speed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use skewjoin_operators::hash::pair_checksum;
+
+/// Output rows a worker produces between updates of the shared progress counter.
+pub(crate) const PROGRESS_EVERY: u64 = 1 << 20;
+
+/// Output rows counted, with their checksum (see [`pair_checksum`]).
+pub(crate) struct OutputTally {
+    /// Rows counted.
+    pub(crate) rows: u64,
+    /// The wrapping sum of their [`pair_checksum`]s.
+    pub(crate) checksum: u64,
+    /// Where live progress is counted, in steps of [`PROGRESS_EVERY`] rows.
+    progress: Option<Arc<AtomicU64>>,
+}
+
+impl OutputTally {
+    /// Nothing counted yet.
+    pub(crate) fn new(progress: Option<Arc<AtomicU64>>) -> OutputTally {
+        OutputTally {
+            rows: 0,
+            checksum: 0,
+            progress,
+        }
+    }
+
+    /// One row, by the hashes of its left and right input rows.
+    #[inline]
+    pub(crate) fn row(&mut self, left: Option<u64>, right: Option<u64>) {
+        self.add(1, pair_checksum(left, right));
+    }
+
+    /// The pairs of every left row hashed in `lefts` with the right row hashed `right`.
+    #[inline]
+    pub(crate) fn lefts_with(&mut self, lefts: impl ExactSizeIterator<Item = u64>, right: u64) {
+        let count = lefts.len() as u64;
+        let sum = lefts.fold(0u64, |sum, left| {
+            sum.wrapping_add(pair_checksum(Some(left), Some(right)))
+        });
+        self.add(count, sum);
+    }
+
+    /// The pairs of the left row hashed `left` with every right row hashed in `rights`.
+    #[inline]
+    pub(crate) fn left_with_rights(
+        &mut self,
+        left: u64,
+        rights: impl ExactSizeIterator<Item = u64>,
+    ) {
+        let count = rights.len() as u64;
+        let sum = rights.fold(0u64, |sum, right| {
+            sum.wrapping_add(pair_checksum(Some(left), Some(right)))
+        });
+        self.add(count, sum);
+    }
+
+    /// Counts `count` rows whose checksums sum to `sum`, moving progress on by every step of
+    /// [`PROGRESS_EVERY`] rows passed.
+    #[inline]
+    fn add(&mut self, count: u64, sum: u64) {
+        let steps_before = self.rows / PROGRESS_EVERY;
+        self.rows += count;
+        self.checksum = self.checksum.wrapping_add(sum);
+        let steps = self.rows / PROGRESS_EVERY - steps_before;
+        if steps > 0 {
+            if let Some(counter) = &self.progress {
+                counter.fetch_add(steps * PROGRESS_EVERY, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skewjoin_operators::hash::hash_u64;
+
+    #[test]
+    fn groups_of_pairs_count_sum_and_report_progress_as_single_rows_do() {
+        // More rows than one progress step, in groups that straddle the steps.
+        let hashes: Vec<u64> = (0..1_500_000u64).map(hash_u64).collect();
+        let other = hash_u64(1 << 40);
+        let (cut_a, cut_b) = (700_000, 1_100_000);
+
+        let row_progress = Arc::new(AtomicU64::new(0));
+        let mut by_row = OutputTally::new(Some(Arc::clone(&row_progress)));
+        for &left in &hashes[..cut_a] {
+            by_row.row(Some(left), Some(other));
+        }
+        by_row.row(None, Some(other));
+        for &right in &hashes[cut_a..cut_b] {
+            by_row.row(Some(other), Some(right));
+        }
+        for &left in &hashes[cut_b..] {
+            by_row.row(Some(left), Some(other));
+        }
+
+        let group_progress = Arc::new(AtomicU64::new(0));
+        let mut by_group = OutputTally::new(Some(Arc::clone(&group_progress)));
+        by_group.lefts_with(hashes[..cut_a].iter().copied(), other);
+        by_group.row(None, Some(other));
+        by_group.left_with_rights(other, hashes[cut_a..cut_b].iter().copied());
+        by_group.lefts_with(hashes[cut_b..].iter().copied(), other);
+
+        assert_eq!(by_row.rows, hashes.len() as u64 + 1);
+        assert_eq!(by_group.rows, by_row.rows);
+        assert_eq!(by_group.checksum, by_row.checksum);
+        assert_eq!(row_progress.load(Ordering::Relaxed), PROGRESS_EVERY);
+        assert_eq!(group_progress.load(Ordering::Relaxed), PROGRESS_EVERY);
+    }
+}
