@@ -4,7 +4,7 @@
 //! clock (`std::time::Instant::now` panics there, and `timely::execute_directly` calls it), so the
 //! worker is built directly over timely's single-thread allocator with no timer, and stepped with
 //! a zero park duration, which never consults a clock. It builds the same dataflow as
-//! [`crate::exec::execute`] (via [`build_join`]) with `Partitioning::new(P, 1)`; because routing
+//! [`crate::exec::execute`] (via [`build_join`](crate::compose::build_join)) with `Partitioning::new(P, 1)`; because routing
 //! decides partitions and load is counted per partition, the per-partition figures are the ones a
 //! native run with any worker count reports on the same data.
 //!

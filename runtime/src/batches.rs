@@ -8,7 +8,7 @@
 //! does, by a first pass that keeps nothing but the types and the record count.
 //!
 //! A process of a cluster opens its share of a file ([`InputFile::open_share`], cut as
-//! [`read_table_share`](crate::io::read_table_share) cuts it) and streams only that: its run of
+//! [`read_table_share`] cuts it) and streams only that: its run of
 //! Parquet row groups or Arrow IPC record batches. A CSV share is the exception: it is found by
 //! reading its byte range, whose records are checked and decoded when the share is opened, so a
 //! CSV share is held whole and then handed out in chunks.

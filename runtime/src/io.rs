@@ -173,7 +173,7 @@ pub(crate) fn fenced<T>(
     })
 }
 
-/// Installs a panic hook that leaves out the panics [`fenced`] turns into input errors: the
+/// Installs a panic hook that leaves out the panics `fenced` turns into input errors: the
 /// user sees the error naming the file, not a decoder's panic message and backtrace. Every
 /// other panic goes to the hook that was installed before.
 pub fn quiet_fenced_panics() {
