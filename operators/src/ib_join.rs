@@ -36,6 +36,7 @@ use timely::progress::Timestamp;
 use timely::ExchangeData;
 
 use crate::config::JoinConfig;
+use crate::join_logic::{each_row, JoinLogic, Swapped};
 use crate::join_type::{JoinType, Side};
 use crate::key::JoinKey;
 use crate::load::LoadRecorder;
@@ -315,7 +316,7 @@ where
                 Box::new(move |_, _| spread_right.next_partition()),
             ),
             config.loads.clone(),
-            logic,
+            each_row(logic),
         )
     }
 }
@@ -350,7 +351,7 @@ pub fn ib_join_routed<'s, T, K, L, R, D, F>(
     small: Side,
     partitioning: Partitioning,
     loads: LoadRecorder,
-    mut logic: F,
+    logic: F,
 ) -> StreamVec<'s, T, D>
 where
     T: Timestamp,
@@ -370,7 +371,7 @@ where
             by_key,
             partitioning,
             loads,
-            logic,
+            each_row(logic),
         ),
         Side::Right => ib_core(
             right,
@@ -381,7 +382,7 @@ where
             by_key,
             partitioning,
             loads,
-            move |key, s: Option<&R>, g: Option<&L>, out: &mut Vec<D>| logic(key, g, s, out),
+            Swapped(each_row(logic)),
         ),
     }
 }
@@ -401,7 +402,7 @@ pub fn ib_join_in_place<'s, T, K, L, R, D, F>(
     partitioning: Partitioning,
     homes: (HomeFn<K, L>, HomeFn<K, R>),
     loads: LoadRecorder,
-    mut logic: F,
+    logic: F,
 ) -> StreamVec<'s, T, D>
 where
     T: Timestamp,
@@ -409,7 +410,7 @@ where
     L: ExchangeData + Clone,
     R: ExchangeData + Clone,
     D: Clone + 'static,
-    F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
+    F: JoinLogic<K, L, R, D> + 'static,
 {
     let (mut home_left, mut home_right) = homes;
     let keep_left = how.keeps_unmatched(Side::Left);
@@ -447,7 +448,7 @@ where
             by_key,
             partitioning,
             loads,
-            move |key, s: Option<&R>, g: Option<&L>, out: &mut Vec<D>| logic(key, g, s, out),
+            Swapped(logic),
         ),
     }
 }
@@ -492,7 +493,7 @@ where
     S: ExchangeData + Clone,
     G: ExchangeData + Clone,
     D: Clone + 'static,
-    F: FnMut(&K, Option<&S>, Option<&G>, &mut Vec<D>) + 'static,
+    F: JoinLogic<K, S, G, D> + 'static,
 {
     if partitioning.partitions() >= partitioning.workers() {
         ib_core(
@@ -562,9 +563,11 @@ where
             by_key_and_id,
             partitioning,
             loads,
-            move |key, s: Option<&(u64, L)>, g: Option<&R>, out: &mut Vec<D>| {
-                logic(key, s.map(|s| &s.1), g, out)
-            },
+            each_row(
+                move |key: &K, s: Option<&(u64, L)>, g: Option<&R>, out: &mut Vec<D>| {
+                    logic(key, s.map(|s| &s.1), g, out)
+                },
+            ),
         ),
         Side::Right => ib_with_home(
             route(
@@ -581,9 +584,11 @@ where
             by_key_and_id,
             partitioning,
             loads,
-            move |key, s: Option<&(u64, R)>, g: Option<&L>, out: &mut Vec<D>| {
-                logic(key, g, s.map(|s| &s.1), out)
-            },
+            each_row(
+                move |key: &K, s: Option<&(u64, R)>, g: Option<&L>, out: &mut Vec<D>| {
+                    logic(key, g, s.map(|s| &s.1), out)
+                },
+            ),
         ),
     }
 }
@@ -725,7 +730,8 @@ fn in_place_large<'s, T: Timestamp, K: JoinKey, G: ExchangeData>(
     }
 }
 
-/// IB-Join with the small side `S` and the large side `G`; `logic(key, small, large, out)`.
+/// IB-Join with the small side `S` and the large side `G`, handing output rows to `logic` as
+/// `(key, small, large)`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn ib_core<'s, T, K, S, G, X, P, H, D, F>(
     small_stream: StreamVec<'s, T, Routed<K, S>>,
@@ -747,7 +753,7 @@ where
     P: ParallelizationContract<T, Vec<X>>,
     H: FnMut(&X) -> Option<u32> + 'static,
     D: Clone + 'static,
-    F: FnMut(&K, Option<&S>, Option<&G>, &mut Vec<D>) + 'static,
+    F: JoinLogic<K, S, G, D> + 'static,
 {
     let LargeInput {
         stream: large_stream,
@@ -877,28 +883,21 @@ where
                     let mut session = output.session(&capability);
                     let mut logic = probe_logic.borrow_mut();
                     let words = keys.div_ceil(64);
-                    let mut produced = vec![0u64; slots];
                     let mut matched: Vec<Vec<u64>> = if tracks {
                         vec![vec![0u64; words]; slots]
                     } else {
                         Vec::new()
                     };
-                    let mut emit = |slot: usize,
-                                    key: &K,
-                                    s: Option<&S>,
-                                    g: Option<&G>,
-                                    out: &mut Vec<D>| {
-                        produced[slot] += 1;
-                        logic(key, s, g, out);
-                        if out.len() >= OUTPUT_BATCH {
-                            session.give_iterator(out.drain(..).map(Ok));
-                        }
+                    let mut emit = ProbeOutput {
+                        logic: &mut *logic,
+                        produced: vec![0u64; slots],
+                        give: |out: &mut Vec<D>| session.give_iterator(out.drain(..).map(Ok)),
                     };
                     // Small rows with NULL keys match nothing; they are here only when kept.
                     if keep_small {
                         for (slot, rows) in state.small_own.iter().enumerate() {
                             for (key, s) in rows {
-                                emit(slot, key, Some(s), None, &mut out);
+                                emit.row(slot, key, Some(s), None, &mut out);
                             }
                         }
                     }
@@ -920,22 +919,21 @@ where
                                         matched[slot][id / 64] |= 1 << (id % 64);
                                     }
                                     if pairs {
-                                        for (_, s) in table.rows_of(group) {
-                                            emit(slot, key, Some(s), Some(g), &mut out);
-                                        }
+                                        emit.pairs(slot, key, table.rows_of(group), g, &mut out);
                                     } else if semi_large {
-                                        emit(slot, key, None, Some(g), &mut out);
+                                        emit.row(slot, key, None, Some(g), &mut out);
                                     }
                                 }
                                 None => {
                                     if keep_large {
-                                        emit(slot, key, None, Some(g), &mut out);
+                                        emit.row(slot, key, None, Some(g), &mut out);
                                     }
                                 }
                             }
                           }
                         }
                     }
+                    let produced = emit.produced;
                     if !out.is_empty() {
                         session.give_iterator(out.drain(..).map(Ok));
                     }
@@ -1106,7 +1104,7 @@ where
                                     if (matched && semi_small) || (!matched && keep_small) {
                                         for (key, s) in table.group(id) {
                                             produced += 1;
-                                            logic(key, Some(s), None, &mut out);
+                                            logic.row(key, Some(s), None, &mut out);
                                             if out.len() >= OUTPUT_BATCH {
                                                 session.give_container(&mut out);
                                                 out.clear();
@@ -1133,7 +1131,7 @@ where
                                     if (!unmatched && semi_small) || (unmatched && keep_small) {
                                         let (key, s) = &table.rows[row];
                                         produced += 1;
-                                        logic(key, Some(s), None, &mut out);
+                                        logic.row(key, Some(s), None, &mut out);
                                         if out.len() >= OUTPUT_BATCH {
                                             session.give_container(&mut out);
                                             out.clear();
@@ -1173,6 +1171,57 @@ impl OwnerState {
             self.counts.resize(id + 1, 0);
         }
         self.counts[id] += 1;
+    }
+}
+
+/// The probe's output rows: to `logic`, a small key's rows that match one large record as one
+/// group, counted per local partition slot; `give` hands `out` to the stream whenever it holds
+/// [`OUTPUT_BATCH`] records or more.
+struct ProbeOutput<'a, F, Give> {
+    logic: &'a mut F,
+    produced: Vec<u64>,
+    give: Give,
+}
+
+impl<F, Give> ProbeOutput<'_, F, Give> {
+    #[inline]
+    fn row<K, S, G, D>(
+        &mut self,
+        slot: usize,
+        key: &K,
+        s: Option<&S>,
+        g: Option<&G>,
+        out: &mut Vec<D>,
+    ) where
+        F: JoinLogic<K, S, G, D>,
+        Give: FnMut(&mut Vec<D>),
+    {
+        self.produced[slot] += 1;
+        self.logic.row(key, s, g, out);
+        if out.len() >= OUTPUT_BATCH {
+            (self.give)(out);
+        }
+    }
+
+    /// Every row of `smalls` (rows of `key`) paired with the large record `g`.
+    #[inline]
+    fn pairs<K, S, G, D>(
+        &mut self,
+        slot: usize,
+        key: &K,
+        smalls: &[(K, S)],
+        g: &G,
+        out: &mut Vec<D>,
+    ) where
+        F: JoinLogic<K, S, G, D>,
+        Give: FnMut(&mut Vec<D>),
+    {
+        self.produced[slot] += smalls.len() as u64;
+        self.logic
+            .lefts_with(key, smalls.iter().map(|(_, s)| s), g, out);
+        if out.len() >= OUTPUT_BATCH {
+            (self.give)(out);
+        }
     }
 }
 

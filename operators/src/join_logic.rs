@@ -83,10 +83,10 @@ where
 }
 
 /// Logic seen with the sides swapped: `L` and `R` trade places, so a kernel can call its build
-/// side "left" whichever input it built.
-pub(crate) struct Swapped<'a, G>(pub(crate) &'a mut G);
+/// side "left" whichever input it built, and IB-Join its small side.
+pub(crate) struct Swapped<G>(pub(crate) G);
 
-impl<K, L, R, D, G> JoinLogic<K, R, L, D> for Swapped<'_, G>
+impl<K, L, R, D, G> JoinLogic<K, R, L, D> for Swapped<G>
 where
     G: JoinLogic<K, L, R, D>,
 {
@@ -119,6 +119,43 @@ where
         L: 'v,
     {
         self.0.lefts_with(key, lefts, right, out)
+    }
+}
+
+/// Logic borrowed is logic: a caller can lend its logic to a join and keep it.
+impl<K, L, R, D, G> JoinLogic<K, L, R, D> for &mut G
+where
+    G: JoinLogic<K, L, R, D>,
+{
+    #[inline]
+    fn row(&mut self, key: &K, left: Option<&L>, right: Option<&R>, out: &mut Vec<D>) {
+        (**self).row(key, left, right, out)
+    }
+
+    #[inline]
+    fn lefts_with<'v>(
+        &mut self,
+        key: &K,
+        lefts: impl ExactSizeIterator<Item = &'v L>,
+        right: &R,
+        out: &mut Vec<D>,
+    ) where
+        L: 'v,
+    {
+        (**self).lefts_with(key, lefts, right, out)
+    }
+
+    #[inline]
+    fn left_with_rights<'v>(
+        &mut self,
+        key: &K,
+        left: &L,
+        rights: impl ExactSizeIterator<Item = &'v R>,
+        out: &mut Vec<D>,
+    ) where
+        R: 'v,
+    {
+        (**self).left_with_rights(key, left, rights, out)
     }
 }
 

@@ -104,7 +104,7 @@ where
                 Box::new(move |k: &K, v: &R| home_right(k, v)),
             ),
             loads,
-            move |k: &K, l: Option<&L>, r: Option<&R>, out: &mut Vec<D>| logic.row(k, l, r, out),
+            logic,
         ),
         Resolved::Der { small } | Resolved::Ddr { small } => {
             let mode = match resolved {
