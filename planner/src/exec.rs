@@ -108,6 +108,7 @@ pub trait PairSink<V = RowRef>: 'static {
             self.emit(Some(left), Some(right));
         }
     }
+
     /// Called once after the last row.
     fn finish(self) -> Result<Self::Summary, String>;
 }
