@@ -612,30 +612,48 @@ impl KeyTally {
     /// NULL keys are left out: Shuffle-Join drops them or spreads them evenly, which moves the
     /// mean and the maximum alike.
     pub fn skew(&self, partitions: usize, workers: usize) -> Option<Skew> {
-        // The key with the most pairs has the largest share of the output whatever OUT is, and
-        // likewise for each side's rows: three candidates, kept while counting.
-        let mut output: u128 = 0;
-        let mut most = [(0u64, 0u64); 3];
-        let mut counts: rustc_hash::FxHashMap<u64, [u64; 2]> = Default::default();
+        self.skew_on_threads(partitions, workers, 1)
+    }
+
+    /// [`skew`](Self::skew), its buckets counted on `threads` threads (scoped; none are spawned
+    /// when `threads` is 1, as the browser, which cannot spawn them, needs). Counting is the
+    /// check's one step over every key after reading them: 0.23 s on one thread for 2 x 10^7
+    /// uniform keys.
+    pub fn skew_on_threads(
+        &self,
+        partitions: usize,
+        workers: usize,
+        threads: usize,
+    ) -> Option<Skew> {
         let placement = Partitioning::new(partitions.max(1), workers.max(1));
-        // Each worker's input records plus output pairs under Shuffle-Join.
-        let mut loads = vec![0u128; workers.max(1)];
-        for bucket in &self.buckets {
-            counts.clear();
-            for &word in bucket {
-                counts.entry(word & !1).or_default()[(word & 1) as usize] += 1;
-            }
-            for (&hash, &[l, r]) in &counts {
-                output += u128::from(l * r);
-                loads[placement.owner(placement.partition_of_hash(hash))] +=
-                    u128::from(l + r) + u128::from(l * r);
-                for (best, value) in most.iter_mut().zip([l * r, l, r]) {
-                    if value > best.0 {
-                        *best = (value, hash);
-                    }
-                }
-            }
+        let runs = self.buckets.chunks(TALLY_BUCKETS.div_ceil(threads.max(1)));
+        let counted: Vec<BucketCounts> = if threads <= 1 {
+            runs.map(|run| BucketCounts::of(run, &placement)).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let placement = &placement;
+                let counting: Vec<_> = runs
+                    .map(|run| scope.spawn(move || BucketCounts::of(run, placement)))
+                    .collect();
+                counting
+                    .into_iter()
+                    .map(|thread| {
+                        thread
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                    })
+                    .collect()
+            })
+        };
+        let mut all = BucketCounts::new(placement.workers());
+        for counts in counted {
+            all.add(counts);
         }
+        let BucketCounts {
+            output,
+            most,
+            loads,
+        } = all;
         let total: u128 = loads.iter().sum();
         let busiest = loads.iter().copied().max().unwrap_or(0);
         let excess = (busiest - total / loads.len() as u128).min(u64::MAX as u128) as u64;
@@ -664,6 +682,66 @@ impl KeyTally {
                     worst
                 }
             })
+    }
+}
+
+/// What the keys of a run of a [`KeyTally`]'s buckets add to its skew check.
+struct BucketCounts {
+    /// Inner-join pairs.
+    output: u128,
+    /// The key with the most pairs, left rows and right rows: (count, hash). The key with the
+    /// most pairs has the largest share of the output whatever OUT is, and likewise for each
+    /// side's rows: three candidates, kept while counting.
+    most: [(u64, u64); 3],
+    /// Each worker's input records plus output pairs under Shuffle-Join.
+    loads: Vec<u128>,
+}
+
+impl BucketCounts {
+    fn new(workers: usize) -> Self {
+        BucketCounts {
+            output: 0,
+            most: [(0, 0); 3],
+            loads: vec![0; workers],
+        }
+    }
+
+    /// Counts the keys of `buckets`, each bucket in a map of its own.
+    fn of(buckets: &[Vec<u64>], placement: &Partitioning) -> Self {
+        let mut this = BucketCounts::new(placement.workers());
+        let mut counts: rustc_hash::FxHashMap<u64, [u64; 2]> = Default::default();
+        for bucket in buckets {
+            counts.clear();
+            for &word in bucket {
+                counts.entry(word & !1).or_default()[(word & 1) as usize] += 1;
+            }
+            for (&hash, &[l, r]) in &counts {
+                this.output += u128::from(l * r);
+                this.loads[placement.owner(placement.partition_of_hash(hash))] +=
+                    u128::from(l + r) + u128::from(l * r);
+                this.keep_most(&[(l * r, hash), (l, hash), (r, hash)]);
+            }
+        }
+        this
+    }
+
+    /// Keeps each of `candidates` that beats the one kept; ties keep the earlier, so counting
+    /// buckets in runs finds what counting them in one pass does.
+    fn keep_most(&mut self, candidates: &[(u64, u64); 3]) {
+        for (best, &candidate) in self.most.iter_mut().zip(candidates) {
+            if candidate.0 > best.0 {
+                *best = candidate;
+            }
+        }
+    }
+
+    /// Adds the counts of the buckets after this one's.
+    fn add(&mut self, later: BucketCounts) {
+        self.output += later.output;
+        for (load, more) in self.loads.iter_mut().zip(&later.loads) {
+            *load += more;
+        }
+        self.keep_most(&later.most);
     }
 }
 
@@ -887,13 +965,15 @@ mod tests {
     proptest::proptest! {
         /// The bucketed tally finds the key with the largest share, as counting every key by
         /// brute force does, NULL keys counted as rows but never as keys, and with its sides
-        /// counted apart and merged; and it predicts Shuffle-Join's excess load exactly.
+        /// counted apart and merged; and it predicts Shuffle-Join's excess load exactly, counted on
+        /// one thread or several.
         #[test]
         fn the_tally_finds_the_largest_share(
             left in proptest::collection::vec(proptest::option::weighted(0.9, 0i64..40), 0..300),
             right in proptest::collection::vec(proptest::option::weighted(0.9, 0i64..40), 0..300),
             partitions in 1usize..9,
             workers in 1usize..5,
+            threads in 1usize..4,
         ) {
             // Each side tallied apart and merged, as the runtime does on two threads.
             let mut tally = KeyTally::default();
@@ -902,7 +982,10 @@ mod tests {
             right.iter().for_each(|key| right_tally.add(Side::Right, key));
             tally.merge(right_tally);
             let expected = largest_share(&left, &right, partitions);
-            match tally.skew(partitions, workers) {
+            let skew = tally.skew_on_threads(partitions, workers, threads);
+            // Counted in runs of buckets on several threads, as in one pass.
+            proptest::prop_assert_eq!(skew, tally.skew(partitions, workers));
+            match skew {
                 Some(skew) => {
                     proptest::prop_assert!((skew.share - expected).abs() < 1e-9, "{:?} {}", skew, expected);
                     proptest::prop_assert_eq!(

@@ -232,7 +232,8 @@ fn streamed_skew(
     });
     let mut tally = tally?;
     tally.merge(right_tally?);
-    let Some(skew) = tally.skew(partitions, workers) else {
+    // Counted on as many threads as the join will run.
+    let Some(skew) = tally.skew_on_threads(partitions, workers, workers) else {
         return Ok(None);
     };
     let mut found = None;
