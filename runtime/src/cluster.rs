@@ -651,6 +651,15 @@ pub fn join(args: JoinArgs) -> Result<()> {
         .iter()
         .map(|part| crate::interrupt::Registered::new(part))
         .collect();
+    let created_dir = match &output {
+        Some((dir, _)) => crate::interrupt::CreatedDir::create(dir).map_err(|error| {
+            Error::Io(format!(
+                "--output {}: cannot create the directory: {error}",
+                dir.display()
+            ))
+        })?,
+        None => None,
+    };
     let count_counter = counter.clone();
     let result = match &output {
         None => execute_cluster_stream(
@@ -664,12 +673,6 @@ pub fn join(args: JoinArgs) -> Result<()> {
             on_start,
         ),
         Some((dir, format)) => {
-            std::fs::create_dir_all(dir).map_err(|error| {
-                Error::Io(format!(
-                    "--output {}: cannot create the directory: {error}",
-                    dir.display()
-                ))
-            })?;
             if process == 0 {
                 // A manifest from an earlier run must not vouch for this one's parts.
                 let _ = std::fs::remove_file(dir.join(MANIFEST));
@@ -717,6 +720,9 @@ pub fn join(args: JoinArgs) -> Result<()> {
     let remove_parts = || {
         for part in &own_parts {
             let _ = std::fs::remove_file(part);
+        }
+        if let Some(dir) = &created_dir {
+            dir.remove_if_empty();
         }
     };
     let output_run = match result {
@@ -932,6 +938,18 @@ pub struct LaunchArgs {
 
 /// `skewjoin cluster --processes N -- join ...`: starts N processes on free loopback ports,
 /// waits for them, and exits with the first failure's code (stopping the others) or 0.
+/// The `--output` of the join arguments `command` (starting with `join`), if they parse.
+fn output_of(command: &[String]) -> Option<PathBuf> {
+    let arguments = std::iter::once("skewjoin").chain(command.iter().map(String::as_str));
+    match <crate::cli::Cli as clap::Parser>::try_parse_from(arguments)
+        .ok()?
+        .command
+    {
+        crate::cli::Command::Join(join) => join.output,
+        _ => None,
+    }
+}
+
 pub fn launch(args: LaunchArgs) -> Result<()> {
     if args.processes == 0 {
         return Err(Error::Usage("--processes must be at least 1".into()));
@@ -971,6 +989,10 @@ pub fn launch(args: LaunchArgs) -> Result<()> {
         .map_err(|error| Error::Io(format!("{}: cannot write: {error}", hostfile.display())))?;
     let exe = std::env::current_exe()
         .map_err(|error| Error::Io(format!("cannot find the skewjoin executable: {error}")))?;
+    // An output directory this run creates: each process removes it on failure if it created it
+    // and it is empty by then, but another process's part may still have been in it; once every
+    // process has stopped, it goes if it is empty.
+    let new_output_dir = output_of(&args.command).filter(|dir| !dir.exists());
     let mut children: Vec<Option<Child>> = Vec::new();
     for process in 0..args.processes {
         let child = Process::new(&exe)
@@ -1027,6 +1049,9 @@ pub fn launch(args: LaunchArgs) -> Result<()> {
     match failure {
         None => Ok(()),
         Some((process, code)) => {
+            if let Some(dir) = &new_output_dir {
+                let _ = std::fs::remove_dir(dir);
+            }
             eprintln!(
                 "skewjoin cluster: process {process} failed (exit code {code}); stopped the others"
             );

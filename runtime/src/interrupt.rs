@@ -42,10 +42,29 @@ impl Pending {
             .filter(|path| std::fs::remove_file(path).is_ok())
             .count()
     }
+
+    /// Removes every directory that is empty; one that holds anything stays.
+    fn remove_empty_dirs(&self) {
+        for dir in self.files().drain(..) {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 /// The temporary output files of this process being written.
 static PENDING: Pending = Pending::new();
+
+/// The output directories this process created for a run still going: removed after the files
+/// on an interrupt, if nothing else is in them.
+static CREATED_DIRS: Pending = Pending::new();
+
+/// Removes the unfinished files, then the directories created for them that are left empty;
+/// returns how many files existed.
+fn clean_up() -> usize {
+    let removed = PENDING.remove_all();
+    CREATED_DIRS.remove_empty_dirs();
+    removed
+}
 
 /// The exit code of an interrupted run (128 + SIGINT, what shells report).
 pub const INTERRUPTED_EXIT_CODE: i32 = 130;
@@ -54,7 +73,7 @@ pub const INTERRUPTED_EXIT_CODE: i32 = 130;
 pub fn install() {
     // An error means a handler is already installed: keep it.
     let _ = ctrlc::set_handler(|| {
-        let removed = PENDING.remove_all();
+        let removed = clean_up();
         if removed > 0 {
             eprintln!("\nskewjoin: interrupted; removed {removed} unfinished output file(s)");
         } else {
@@ -67,7 +86,7 @@ pub fn install() {
 /// Stops the process now with `code`, after printing `message` and removing every unfinished
 /// output file: for failures noticed outside the main thread, such as a cluster that never forms.
 pub fn abort(code: i32, message: &str) -> ! {
-    PENDING.remove_all();
+    clean_up();
     eprintln!("skewjoin: error: {message}");
     std::process::exit(code);
 }
@@ -87,6 +106,37 @@ impl Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         PENDING.forget(&self.0);
+    }
+}
+
+/// An output directory this run created, registered for removal on Ctrl-C while this value
+/// lives, and removed by [`remove_if_empty`](CreatedDir::remove_if_empty) when the run fails: a
+/// failed run leaves no output behind, not even an empty directory. A directory that existed
+/// before the run is never removed, nor one that holds anything (another process's part, or a
+/// file of the user's).
+#[derive(Debug)]
+pub struct CreatedDir(PathBuf);
+
+impl CreatedDir {
+    /// Creates `dir` and any missing parents; returns it registered if it did not exist.
+    pub fn create(dir: &Path) -> std::io::Result<Option<CreatedDir>> {
+        let existed = dir.exists();
+        std::fs::create_dir_all(dir)?;
+        Ok((!existed).then(|| {
+            CREATED_DIRS.add(dir);
+            CreatedDir(dir.to_path_buf())
+        }))
+    }
+
+    /// Removes the directory if it is empty.
+    pub fn remove_if_empty(&self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+impl Drop for CreatedDir {
+    fn drop(&mut self) {
+        CREATED_DIRS.forget(&self.0);
     }
 }
 
@@ -110,5 +160,23 @@ mod tests {
         assert_eq!(pending.remove_all(), 0);
         assert!(!unfinished.exists());
         assert!(finished.exists());
+    }
+
+    #[test]
+    fn a_created_directory_goes_only_when_empty_and_one_found_stays() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let new = dir.path().join("out").join("parts");
+        let created = CreatedDir::create(&new).unwrap().expect("it did not exist");
+        assert!(new.is_dir());
+        // Found, not created: never removed.
+        assert!(CreatedDir::create(&new).unwrap().is_none());
+        std::fs::write(new.join("kept"), "someone's").unwrap();
+        created.remove_if_empty();
+        assert!(new.join("kept").exists());
+        std::fs::remove_file(new.join("kept")).unwrap();
+        created.remove_if_empty();
+        assert!(!new.exists());
+        // Only the directory named; the parents it needed stay.
+        assert!(dir.path().join("out").is_dir());
     }
 }

@@ -247,7 +247,8 @@ fn a_cluster_output_is_the_rows_of_a_one_process_output() {
 
 /// Each process reads its share while it joins, so a corrupt data page (the footer is fine) is
 /// found mid-join by the process whose share holds it: the cluster stops with that process's
-/// input error (exit code 3), and leaves neither a manifest nor a part.
+/// input error (exit code 3), and leaves neither a manifest nor a part, nor the directory it
+/// created for them.
 #[test]
 fn a_corrupt_page_found_by_one_process_stops_the_cluster() {
     let dir = TempDir::new().unwrap();
@@ -259,7 +260,13 @@ fn a_corrupt_page_found_by_one_process_stops_the_cluster() {
     let at = bytes.len() * 3 / 4;
     bytes[at..at + 8192].fill(0xA5);
     std::fs::write(&left, &bytes).unwrap();
-    for strategy in ["shuffle", "am"] {
+    // A directory the user made is theirs: a failed run leaves it, empty.
+    std::fs::create_dir(path.join("mine.parquet")).unwrap();
+    for (strategy, out) in [
+        ("shuffle", "out.parquet"),
+        ("am", "out.parquet"),
+        ("shuffle", "mine.parquet"),
+    ] {
         let output = skewjoin(
             path,
             &[
@@ -277,7 +284,7 @@ fn a_corrupt_page_found_by_one_process_stops_the_cluster() {
                 "--workers",
                 "1",
                 "-o",
-                "out.parquet",
+                out,
             ],
         );
         let stderr = text(&output.stderr);
@@ -287,7 +294,8 @@ fn a_corrupt_page_found_by_one_process_stops_the_cluster() {
             "{strategy}: {stderr}"
         );
         assert!(!stderr.contains("panicked"), "{strategy}: {stderr}");
-        let left: Vec<String> = std::fs::read_dir(path.join("out.parquet"))
+        // No output at all: a directory the run created went with the parts.
+        let left: Vec<String> = std::fs::read_dir(path.join(out))
             .map(|entries| {
                 entries
                     .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -295,6 +303,11 @@ fn a_corrupt_page_found_by_one_process_stops_the_cluster() {
             })
             .unwrap_or_default();
         assert!(left.is_empty(), "{strategy}: {left:?}");
+        assert_eq!(
+            path.join(out).exists(),
+            out == "mine.parquet",
+            "{strategy} {out}"
+        );
     }
 }
 
