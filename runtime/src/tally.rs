@@ -7,10 +7,16 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use skewjoin_operators::hash::pair_checksum;
+use skewjoin_operators::hash::{pair_checksum, pair_checksum_sum_lefts, pair_checksum_sum_rights};
 
 /// Output rows a worker produces between updates of the shared progress counter.
 pub(crate) const PROGRESS_EVERY: u64 = 1 << 20;
+
+/// Row hashes of a group gathered before their checksums are summed in one vectorised loop.
+const CHUNK: usize = 256;
+
+/// Groups smaller than this are summed a pair at a time, without gathering their hashes.
+const GATHER_MIN: usize = 16;
 
 /// Output rows counted, with their checksum (see [`pair_checksum`]).
 pub(crate) struct OutputTally {
@@ -20,6 +26,8 @@ pub(crate) struct OutputTally {
     pub(crate) checksum: u64,
     /// Where live progress is counted, in steps of [`PROGRESS_EVERY`] rows.
     progress: Option<Arc<AtomicU64>>,
+    /// A group's row hashes, gathered from its rows for the vectorised checksum loop.
+    chunk: Box<[u64; CHUNK]>,
 }
 
 impl OutputTally {
@@ -29,6 +37,7 @@ impl OutputTally {
             rows: 0,
             checksum: 0,
             progress,
+            chunk: Box::new([0; CHUNK]),
         }
     }
 
@@ -42,9 +51,15 @@ impl OutputTally {
     #[inline]
     pub(crate) fn lefts_with(&mut self, lefts: impl ExactSizeIterator<Item = u64>, right: u64) {
         let count = lefts.len() as u64;
-        let sum = lefts.fold(0u64, |sum, left| {
-            sum.wrapping_add(pair_checksum(Some(left), Some(right)))
-        });
+        let sum = if lefts.len() < GATHER_MIN {
+            lefts.fold(0u64, |sum, left| {
+                sum.wrapping_add(pair_checksum(Some(left), Some(right)))
+            })
+        } else {
+            in_chunks(&mut self.chunk, lefts, |hashes| {
+                pair_checksum_sum_lefts(hashes, right)
+            })
+        };
         self.add(count, sum);
     }
 
@@ -56,9 +71,15 @@ impl OutputTally {
         rights: impl ExactSizeIterator<Item = u64>,
     ) {
         let count = rights.len() as u64;
-        let sum = rights.fold(0u64, |sum, right| {
-            sum.wrapping_add(pair_checksum(Some(left), Some(right)))
-        });
+        let sum = if rights.len() < GATHER_MIN {
+            rights.fold(0u64, |sum, right| {
+                sum.wrapping_add(pair_checksum(Some(left), Some(right)))
+            })
+        } else {
+            in_chunks(&mut self.chunk, rights, |hashes| {
+                pair_checksum_sum_rights(left, hashes)
+            })
+        };
         self.add(count, sum);
     }
 
@@ -76,6 +97,27 @@ impl OutputTally {
             }
         }
     }
+}
+
+/// The wrapping sum of `sum_of` over `hashes` gathered into `chunk` a chunk at a time: the rows
+/// of a group lie apart (a hash in each), and the vectorised loop wants them side by side.
+#[inline]
+fn in_chunks(
+    chunk: &mut [u64; CHUNK],
+    hashes: impl Iterator<Item = u64>,
+    sum_of: impl Fn(&[u64]) -> u64,
+) -> u64 {
+    let mut sum = 0u64;
+    let mut filled = 0;
+    for hash in hashes {
+        chunk[filled] = hash;
+        filled += 1;
+        if filled == CHUNK {
+            sum = sum.wrapping_add(sum_of(&chunk[..]));
+            filled = 0;
+        }
+    }
+    sum.wrapping_add(sum_of(&chunk[..filled]))
 }
 
 #[cfg(test)]
@@ -115,5 +157,24 @@ mod tests {
         assert_eq!(by_group.checksum, by_row.checksum);
         assert_eq!(row_progress.load(Ordering::Relaxed), PROGRESS_EVERY);
         assert_eq!(group_progress.load(Ordering::Relaxed), PROGRESS_EVERY);
+    }
+
+    #[test]
+    fn groups_of_every_size_around_the_gathering_bounds_sum_as_rows_do() {
+        let hashes: Vec<u64> = (0..600u64).map(hash_u64).collect();
+        let other = hash_u64(7);
+        for size in [0, 1, 15, 16, 17, 255, 256, 257, 511, 512, 600] {
+            let group = &hashes[..size];
+            let mut by_row = OutputTally::new(None);
+            let mut by_group = OutputTally::new(None);
+            for &hash in group {
+                by_row.row(Some(hash), Some(other));
+                by_row.row(Some(other), Some(hash));
+            }
+            by_group.lefts_with(group.iter().copied(), other);
+            by_group.left_with_rights(other, group.iter().copied());
+            assert_eq!(by_group.rows, by_row.rows, "{size}");
+            assert_eq!(by_group.checksum, by_row.checksum, "{size}");
+        }
     }
 }
