@@ -133,6 +133,95 @@ pub fn pair_checksum_sum_rights(left: u64, rights: &[u64]) -> u64 {
     sum_rights(left, rights)
 }
 
+/// Row hashes of a group gathered before their checksums are summed in one loop.
+const CHUNK: usize = 256;
+
+/// Groups of fewer pairs are summed a pair at a time, without gathering their hashes.
+const GATHER_MIN: usize = 16;
+
+/// Sums a group's [`pair_checksum`]s when its row hashes lie apart, a hash in each row: gathers
+/// them into a chunk at a time for [`pair_checksum_sum_lefts`] and
+/// [`pair_checksum_sum_rights`], whose loop wants them side by side. Keep one per sink: the chunk
+/// is allocated once.
+///
+/// ```
+/// use skewjoin_operators::hash::{hash_u64, pair_checksum, GroupChecksums};
+///
+/// let rows: Vec<(u32, u64)> = (0..1000).map(|i| (i, hash_u64(i as u64))).collect();
+/// let right = hash_u64(7);
+/// let mut sums = GroupChecksums::new();
+/// let group = sums.sum_lefts(rows.iter().map(|(_, hash)| *hash), right);
+/// let pairs = rows.iter().fold(0u64, |sum, (_, hash)| {
+///     sum.wrapping_add(pair_checksum(Some(*hash), Some(right)))
+/// });
+/// assert_eq!(group, pairs);
+/// ```
+pub struct GroupChecksums {
+    chunk: Box<[u64; CHUNK]>,
+}
+
+impl Default for GroupChecksums {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GroupChecksums {
+    /// A summer with its chunk.
+    pub fn new() -> Self {
+        GroupChecksums {
+            chunk: Box::new([0; CHUNK]),
+        }
+    }
+
+    /// The wrapping sum of [`pair_checksum`] over each left row hashed in `lefts` with the right
+    /// row hashed `right`.
+    #[inline]
+    pub fn sum_lefts(&mut self, lefts: impl ExactSizeIterator<Item = u64>, right: u64) -> u64 {
+        if lefts.len() < GATHER_MIN {
+            return lefts.fold(0u64, |sum, left| {
+                sum.wrapping_add(pair_checksum(Some(left), Some(right)))
+            });
+        }
+        self.in_chunks(lefts, |hashes| pair_checksum_sum_lefts(hashes, right))
+    }
+
+    /// The wrapping sum of [`pair_checksum`] over the left row hashed `left` with each right row
+    /// hashed in `rights`.
+    #[inline]
+    pub fn sum_rights(&mut self, left: u64, rights: impl ExactSizeIterator<Item = u64>) -> u64 {
+        if rights.len() < GATHER_MIN {
+            return rights.fold(0u64, |sum, right| {
+                sum.wrapping_add(pair_checksum(Some(left), Some(right)))
+            });
+        }
+        self.in_chunks(rights, |hashes| pair_checksum_sum_rights(left, hashes))
+    }
+
+    /// The wrapping sum of `sum_of` over `hashes`, gathered a chunk at a time.
+    #[inline]
+    fn in_chunks(
+        &mut self,
+        hashes: impl Iterator<Item = u64>,
+        sum_of: impl Fn(&[u64]) -> u64,
+    ) -> u64 {
+        let mut hashes = hashes;
+        let mut sum = 0u64;
+        loop {
+            // A loop of its own, with no test but the iterator's end, so it unrolls.
+            let mut filled = 0;
+            for (slot, hash) in self.chunk.iter_mut().zip(&mut hashes) {
+                *slot = hash;
+                filled += 1;
+            }
+            sum = sum.wrapping_add(sum_of(&self.chunk[..filled]));
+            if filled < CHUNK {
+                return sum;
+            }
+        }
+    }
+}
+
 #[inline(always)]
 fn sum_lefts(lefts: &[u64], spread: u64) -> u64 {
     lefts

@@ -2,21 +2,17 @@
 //!
 //! Every sink keeps one. A hot key's pairs arrive as groups (see
 //! [`PairSink::lefts_with`](skewjoin_planner::exec::PairSink::lefts_with)); a group is summed
-//! in one loop with its total in a register, which is most of the output's speed.
+//! a chunk of row hashes at a time, in a loop that runs eight pairs at once where the CPU has
+//! AVX-512 ([`GroupChecksums`]), with its total in a register: most of the output's
+//! speed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use skewjoin_operators::hash::{pair_checksum, pair_checksum_sum_lefts, pair_checksum_sum_rights};
+use skewjoin_operators::hash::{pair_checksum, GroupChecksums};
 
 /// Output rows a worker produces between updates of the shared progress counter.
 pub(crate) const PROGRESS_EVERY: u64 = 1 << 20;
-
-/// Row hashes of a group gathered before their checksums are summed in one vectorised loop.
-const CHUNK: usize = 256;
-
-/// Groups smaller than this are summed a pair at a time, without gathering their hashes.
-const GATHER_MIN: usize = 16;
 
 /// Output rows counted, with their checksum (see [`pair_checksum`]).
 pub(crate) struct OutputTally {
@@ -26,8 +22,8 @@ pub(crate) struct OutputTally {
     pub(crate) checksum: u64,
     /// Where live progress is counted, in steps of [`PROGRESS_EVERY`] rows.
     progress: Option<Arc<AtomicU64>>,
-    /// A group's row hashes, gathered from its rows for the vectorised checksum loop.
-    chunk: Box<[u64; CHUNK]>,
+    /// Sums a group's checksums, its row hashes gathered for the vectorised loop.
+    groups: GroupChecksums,
 }
 
 impl OutputTally {
@@ -37,7 +33,7 @@ impl OutputTally {
             rows: 0,
             checksum: 0,
             progress,
-            chunk: Box::new([0; CHUNK]),
+            groups: GroupChecksums::new(),
         }
     }
 
@@ -51,15 +47,7 @@ impl OutputTally {
     #[inline]
     pub(crate) fn lefts_with(&mut self, lefts: impl ExactSizeIterator<Item = u64>, right: u64) {
         let count = lefts.len() as u64;
-        let sum = if lefts.len() < GATHER_MIN {
-            lefts.fold(0u64, |sum, left| {
-                sum.wrapping_add(pair_checksum(Some(left), Some(right)))
-            })
-        } else {
-            in_chunks(&mut self.chunk, lefts, |hashes| {
-                pair_checksum_sum_lefts(hashes, right)
-            })
-        };
+        let sum = self.groups.sum_lefts(lefts, right);
         self.add(count, sum);
     }
 
@@ -71,15 +59,7 @@ impl OutputTally {
         rights: impl ExactSizeIterator<Item = u64>,
     ) {
         let count = rights.len() as u64;
-        let sum = if rights.len() < GATHER_MIN {
-            rights.fold(0u64, |sum, right| {
-                sum.wrapping_add(pair_checksum(Some(left), Some(right)))
-            })
-        } else {
-            in_chunks(&mut self.chunk, rights, |hashes| {
-                pair_checksum_sum_rights(left, hashes)
-            })
-        };
+        let sum = self.groups.sum_rights(left, rights);
         self.add(count, sum);
     }
 
@@ -97,27 +77,6 @@ impl OutputTally {
             }
         }
     }
-}
-
-/// The wrapping sum of `sum_of` over `hashes` gathered into `chunk` a chunk at a time: the rows
-/// of a group lie apart (a hash in each), and the vectorised loop wants them side by side.
-#[inline]
-fn in_chunks(
-    chunk: &mut [u64; CHUNK],
-    hashes: impl Iterator<Item = u64>,
-    sum_of: impl Fn(&[u64]) -> u64,
-) -> u64 {
-    let mut sum = 0u64;
-    let mut filled = 0;
-    for hash in hashes {
-        chunk[filled] = hash;
-        filled += 1;
-        if filled == CHUNK {
-            sum = sum.wrapping_add(sum_of(&chunk[..]));
-            filled = 0;
-        }
-    }
-    sum.wrapping_add(sum_of(&chunk[..filled]))
 }
 
 #[cfg(test)]
