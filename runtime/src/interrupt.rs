@@ -35,19 +35,14 @@ impl Pending {
         }
     }
 
-    /// Removes every file; returns how many existed.
-    fn remove_all(&self) -> usize {
-        self.files()
-            .drain(..)
-            .filter(|path| std::fs::remove_file(path).is_ok())
-            .count()
-    }
-
-    /// Removes every directory that is empty; one that holds anything stays.
-    fn remove_empty_dirs(&self) {
-        for dir in self.files().drain(..) {
-            let _ = std::fs::remove_dir(dir);
-        }
+    /// Removes every path with `remove`; returns how many went, and the lock, still held.
+    fn remove_all(
+        &self,
+        remove: fn(&Path) -> std::io::Result<()>,
+    ) -> (usize, std::sync::MutexGuard<'_, Vec<PathBuf>>) {
+        let mut paths = self.files();
+        let removed = paths.drain(..).filter(|path| remove(path).is_ok()).count();
+        (removed, paths)
     }
 }
 
@@ -59,11 +54,14 @@ static PENDING: Pending = Pending::new();
 static CREATED_DIRS: Pending = Pending::new();
 
 /// Removes the unfinished files, then the directories created for them that are left empty;
-/// returns how many files existed.
-fn clean_up() -> usize {
-    let removed = PENDING.remove_all();
-    CREATED_DIRS.remove_empty_dirs();
-    removed
+/// returns how many files existed, and the registries' locks, to hold until the process exits:
+/// a thread still running then cannot create and register a file after the files were removed
+/// (see [`create_registered`]).
+fn clean_up() -> (usize, [std::sync::MutexGuard<'static, Vec<PathBuf>>; 2]) {
+    let (removed, files) = PENDING.remove_all(|path| std::fs::remove_file(path));
+    // A directory that holds anything stays.
+    let (_, dirs) = CREATED_DIRS.remove_all(|path| std::fs::remove_dir(path));
+    (removed, [files, dirs])
 }
 
 /// The exit code of an interrupted run (128 + SIGINT, what shells report).
@@ -73,7 +71,7 @@ pub const INTERRUPTED_EXIT_CODE: i32 = 130;
 pub fn install() {
     // An error means a handler is already installed: keep it.
     let _ = ctrlc::set_handler(|| {
-        let removed = clean_up();
+        let (removed, _held) = clean_up();
         if removed > 0 {
             eprintln!("\nskewjoin: interrupted; removed {removed} unfinished output file(s)");
         } else {
@@ -86,7 +84,7 @@ pub fn install() {
 /// Stops the process now with `code`, after printing `message` and removing every unfinished
 /// output file: for failures noticed outside the main thread, such as a cluster that never forms.
 pub fn abort(code: i32, message: &str) -> ! {
-    clean_up();
+    let _held = clean_up();
     eprintln!("skewjoin: error: {message}");
     std::process::exit(code);
 }
@@ -101,6 +99,19 @@ impl Registered {
         PENDING.add(path);
         Registered(path.to_path_buf())
     }
+}
+
+/// Runs `create`, which makes a file and returns it with its path, and registers the path, with
+/// the registry locked throughout: an interrupt comes before the file exists or after it is
+/// registered, never in between, so it cannot leave the file behind.
+pub fn create_registered<T, P: AsRef<Path>, E>(
+    create: impl FnOnce() -> Result<(T, P), E>,
+) -> Result<(T, P, Registered), E> {
+    let mut files = PENDING.files();
+    let (made, path) = create()?;
+    let path_buf = path.as_ref().to_path_buf();
+    files.push(path_buf.clone());
+    Ok((made, path, Registered(path_buf)))
 }
 
 impl Drop for Registered {
@@ -120,10 +131,12 @@ pub struct CreatedDir(PathBuf);
 impl CreatedDir {
     /// Creates `dir` and any missing parents; returns it registered if it did not exist.
     pub fn create(dir: &Path) -> std::io::Result<Option<CreatedDir>> {
+        // Locked while creating, as in `create_registered`.
+        let mut dirs = CREATED_DIRS.files();
         let existed = dir.exists();
         std::fs::create_dir_all(dir)?;
         Ok((!existed).then(|| {
-            CREATED_DIRS.add(dir);
+            dirs.push(dir.to_path_buf());
             CreatedDir(dir.to_path_buf())
         }))
     }
@@ -156,8 +169,8 @@ mod tests {
         pending.add(&unfinished);
         pending.add(&finished);
         pending.forget(&finished);
-        assert_eq!(pending.remove_all(), 1);
-        assert_eq!(pending.remove_all(), 0);
+        assert_eq!(pending.remove_all(|path| std::fs::remove_file(path)).0, 1);
+        assert_eq!(pending.remove_all(|path| std::fs::remove_file(path)).0, 0);
         assert!(!unfinished.exists());
         assert!(finished.exists());
     }

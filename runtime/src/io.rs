@@ -1825,28 +1825,29 @@ impl OutputWriter {
         // permissions of a new file, so ask for 0666 and let the umask narrow it.
         #[cfg(unix)]
         builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-        let (file, temp) = builder
-            .tempfile_in(directory)
-            .map_err(|error| {
-                // The error of `tempfile` names the temporary file, which would only confuse.
-                cannot(match error.kind() {
-                    io::ErrorKind::NotFound if !directory.is_dir() => format!(
-                        "directory {} does not exist; create it or choose another output path",
-                        directory.display()
-                    ),
-                    io::ErrorKind::PermissionDenied => format!(
-                        "no permission to create files in {}; choose a writable directory",
-                        directory.display()
-                    ),
-                    _ => format!(
-                        "{}; check that {} is a writable directory with free space",
-                        io::Error::from(error.kind()),
-                        directory.display()
-                    ),
-                })
-            })?
-            .into_parts();
-        let interrupt = crate::interrupt::Registered::new(&temp);
+        let (file, temp, interrupt) = crate::interrupt::create_registered(|| {
+            builder
+                .tempfile_in(directory)
+                .map(tempfile::NamedTempFile::into_parts)
+        })
+        .map_err(|error| {
+            // The error of `tempfile` names the temporary file, which would only confuse.
+            cannot(match error.kind() {
+                io::ErrorKind::NotFound if !directory.is_dir() => format!(
+                    "directory {} does not exist; create it or choose another output path",
+                    directory.display()
+                ),
+                io::ErrorKind::PermissionDenied => format!(
+                    "no permission to create files in {}; choose a writable directory",
+                    directory.display()
+                ),
+                _ => format!(
+                    "{}; check that {} is a writable directory with free space",
+                    io::Error::from(error.kind()),
+                    directory.display()
+                ),
+            })
+        })?;
         let file = BufWriter::new(file);
         let sink = match format {
             FileFormat::Parquet => {
