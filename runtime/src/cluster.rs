@@ -1039,8 +1039,23 @@ pub fn launch(args: LaunchArgs) -> Result<()> {
                     .arg(child.id().to_string())
                     .status();
             }
-            for child in children.iter_mut().flatten() {
-                let _ = child.wait();
+            // One that had already failed for a reason of its own, unseen when its peer's lost
+            // connection was, is the cause: a code other than the secondary one and than the
+            // one the stop itself gives.
+            for (process, slot) in children.iter_mut().enumerate() {
+                let Some(child) = slot else { continue };
+                let Ok(status) = child.wait() else { continue };
+                let secondary = Error::Cluster(String::new()).exit_code();
+                let own = status.code().filter(|&code| {
+                    code != 0
+                        && code != secondary
+                        && code != crate::interrupt::INTERRUPTED_EXIT_CODE
+                });
+                if let (Some(code), Some((_, found))) = (own, failure) {
+                    if found == secondary {
+                        failure = Some((process, code));
+                    }
+                }
             }
             break;
         }
