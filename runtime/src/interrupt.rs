@@ -82,7 +82,8 @@ pub fn install() {
 }
 
 /// Stops the process now with `code`, after printing `message` and removing every unfinished
-/// output file: for failures noticed outside the main thread, such as a cluster that never forms.
+/// output file: for a failed run, whose worker threads may still hold files being written, and
+/// for failures noticed outside the main thread, such as a cluster that never forms.
 pub fn abort(code: i32, message: &str) -> ! {
     let _held = clean_up();
     eprintln!("skewjoin: error: {message}");

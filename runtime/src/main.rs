@@ -21,9 +21,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("skewjoin: error: {error}");
-            ExitCode::from(error.exit_code() as u8)
-        }
+        // Worker threads may still hold unfinished output files when the error reaches here;
+        // they are removed before the process exits, as on Ctrl-C.
+        Err(error) => skewjoin_runtime::interrupt::abort(error.exit_code(), &error.to_string()),
     }
 }
