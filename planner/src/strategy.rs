@@ -579,6 +579,25 @@ impl Skew {
 }
 
 impl KeyTally {
+    /// An empty tally with room for about `keys` keys, so that its buckets are not regrown
+    /// (each regrowth copies a bucket into fresh memory, which the kernel first zeroes). Room
+    /// is only reserved: memory is touched as keys come.
+    pub fn with_room_for(keys: u64) -> KeyTally {
+        // Hashes spread evenly over the buckets; a little over, so chance alone rarely
+        // regrows one (a hot key's bucket regrows, as it would have anyway).
+        let per_bucket = usize::try_from(keys / TALLY_BUCKETS as u64)
+            .unwrap_or(usize::MAX / 2)
+            .saturating_mul(9)
+            / 8
+            + 64;
+        KeyTally {
+            buckets: (0..TALLY_BUCKETS)
+                .map(|_| Vec::with_capacity(per_bucket))
+                .collect(),
+            rows: [0; 2],
+        }
+    }
+
     /// Counts one row of `side` with key `key`.
     #[inline]
     pub fn add<K: JoinKey>(&mut self, side: Side, key: &K) {

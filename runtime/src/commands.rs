@@ -20,8 +20,8 @@ use crate::error::{Error, Result};
 use crate::explain::{HotKey, Plan, SideSummary};
 use crate::generate::{rankings_batch, to_batch, to_side, uservisits_batch};
 use crate::io::{
-    check_key_compat, extract_keys, key_kinds, output_schema, read_table, row_hashes, write_table,
-    FileFormat, OutputWriter,
+    check_key_compat, extract_keys, key_kinds, output_schema, read_table, row_hashes, tally_keys,
+    write_table, FileFormat, OutputWriter,
 };
 use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::metrics::{checksum_hex, Metrics};
@@ -214,17 +214,24 @@ fn streamed_skew(
 ) -> Result<Option<SkewFinding>> {
     // The two sides are read at once, one on another thread: reading and hashing the keys is
     // most of the check's time.
-    let tally_side = |input: &StreamSide, side: Side| -> Result<KeyTally> {
-        let mut tally = KeyTally::default();
-        visit_keys(input, |key| {
-            tally.add(side, key);
-            true
-        })?;
+    let tally_side = |input: &StreamSide, side: Side, room: u64| -> Result<KeyTally> {
+        let mut tally = KeyTally::with_room_for(room);
+        for batch in input.input.batches(true)? {
+            tally_keys(
+                &batch?,
+                &input.key_columns,
+                &input.input.path,
+                side,
+                &mut tally,
+            )?;
+        }
         Ok(tally)
     };
+    // The left tally has room for the right's keys too: they are merged into it.
+    let both = left.input.rows + right.input.rows;
     let (tally, right_tally) = std::thread::scope(|scope| {
-        let left_pass = scope.spawn(|| tally_side(left, Side::Left));
-        let right_tally = tally_side(right, Side::Right);
+        let left_pass = scope.spawn(|| tally_side(left, Side::Left, both));
+        let right_tally = tally_side(right, Side::Right, right.input.rows);
         let left_tally = left_pass
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
