@@ -25,7 +25,7 @@ use skewjoin_planner::Resolved;
 use crate::batches::{InputFile, CHUNK_ROWS};
 use crate::error::{Error, Result};
 use crate::interrupt;
-use crate::io::{extract_keys, row_hashes, take_output, FileFormat, OutputWriter, RowStore, Share};
+use crate::io::{for_each_key, row_hashes, take_output, FileFormat, OutputWriter, RowStore, Share};
 use crate::tally::OutputTally;
 
 /// One side of a join, loaded.
@@ -345,9 +345,8 @@ impl FileSource {
         for (index, batch) in batches.enumerate() {
             let index = first_chunk + index;
             let batch = batch?;
-            let keys = extract_keys(&batch, &input.key_columns, path)?;
             if keys_only {
-                keys.into_iter().for_each(|key| send(key, 0));
+                for_each_key(&batch, &input.key_columns, path, |key| send(key, 0))?;
                 continue;
             }
             let hashes = row_hashes(&batch);
@@ -357,9 +356,10 @@ impl FileSource {
             if let Some(keep) = keep {
                 keep(index, &batch)?;
             }
-            for (key, hash) in keys.into_iter().zip(hashes) {
-                send(key, hash);
-            }
+            let mut hashes = hashes.into_iter();
+            for_each_key(&batch, &input.key_columns, path, |key| {
+                send(key, hashes.next().expect("a row hash per row"));
+            })?;
         }
         Ok(())
     }
