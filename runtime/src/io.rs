@@ -2485,11 +2485,10 @@ mod tests {
         assert_eq!(single, [Key::str("x"), Key::str("y"), Key::Null]);
     }
 
-    /// The integer fast path counts what counting each row's [`Key`] counts: the same hot key,
-    /// share and loads, NULLs included in the rows, for every key shape.
-    #[test]
-    fn tallied_keys_find_the_skew_that_extracted_keys_find() {
-        // Key 3 is on half of the rows; a NULL on every tenth.
+    /// A batch with every key shape the fast paths must agree on, and the key columns of each:
+    /// nullable Int64, Int32 (normalised to Int64), strings and a composite. Key 3 (`"k3"`) is
+    /// on half of the rows; a NULL on every tenth of the nullable columns.
+    fn key_shapes() -> (RecordBatch, [Vec<String>; 4]) {
         let ints: Vec<Option<i64>> = (0..400i64)
             .map(|i| match i {
                 _ if i % 10 == 0 => None,
@@ -2508,13 +2507,22 @@ mod tests {
             ("text", Arc::new(StringArray::from(text)) as ArrayRef),
         ])
         .unwrap();
-        let path = Path::new("t.parquet");
-        for columns in [
+        let columns = [
             strings(&["nullable"]),
             strings(&["narrow"]),
             strings(&["text"]),
             strings(&["narrow", "text"]),
-        ] {
+        ];
+        (batch, columns)
+    }
+
+    /// The integer fast path counts what counting each row's [`Key`] counts: the same hot key,
+    /// share and loads, NULLs included in the rows, for every key shape.
+    #[test]
+    fn tallied_keys_find_the_skew_that_extracted_keys_find() {
+        let (batch, shapes) = key_shapes();
+        let path = Path::new("t.parquet");
+        for columns in shapes {
             let mut fast = KeyTally::with_room_for(400);
             let mut by_key = KeyTally::default();
             for side in [Side::Left, Side::Right] {
@@ -2529,31 +2537,12 @@ mod tests {
         }
     }
 
-    /// The keys given one at a time are the keys collected, for every key shape: integers with
-    /// and without NULLs, narrower integers, strings and composites.
+    /// The keys given one at a time are the keys collected, for every key shape.
     #[test]
     fn keys_given_one_at_a_time_are_the_keys_extracted() {
-        let ints: Vec<Option<i64>> = (0..300i64)
-            .map(|i| if i % 10 == 0 { None } else { Some(i % 7) })
-            .collect();
-        let dense: Vec<i32> = (0..300).map(|i| i % 5 - 2).collect();
-        let text: Vec<Option<String>> = ints
-            .iter()
-            .map(|key| key.map(|key| format!("k{key}")))
-            .collect();
-        let batch = RecordBatch::try_from_iter([
-            ("nullable", Arc::new(Int64Array::from(ints)) as ArrayRef),
-            ("narrow", Arc::new(Int32Array::from(dense)) as ArrayRef),
-            ("text", Arc::new(StringArray::from(text)) as ArrayRef),
-        ])
-        .unwrap();
+        let (batch, shapes) = key_shapes();
         let path = Path::new("t.parquet");
-        for columns in [
-            strings(&["nullable"]),
-            strings(&["narrow"]),
-            strings(&["text"]),
-            strings(&["narrow", "text"]),
-        ] {
+        for columns in shapes {
             let mut given = Vec::new();
             for_each_key(&batch, &columns, path, |key| given.push(key)).unwrap();
             let extracted = extract_keys(&batch, &columns, path).unwrap();
