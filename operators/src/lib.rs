@@ -20,6 +20,7 @@
 //! time.
 
 pub mod broadcast_join;
+pub mod buckets;
 pub mod config;
 pub mod ddr_join;
 pub mod der_join;

@@ -14,9 +14,10 @@ use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
+use crate::buckets::{join_buckets_logic, KeyBuckets};
 use crate::join_logic::JoinLogic;
 use crate::join_type::JoinType;
-use crate::kernel::{local_join_logic, BuildTable};
+use crate::kernel::BuildTable;
 use crate::key::JoinKey;
 use crate::load::LoadRecorder;
 use crate::partition::Partitioning;
@@ -27,19 +28,20 @@ const OUTPUT_BATCH: usize = 4096;
 
 /// The records of one timestamp held by one worker.
 struct Pending<K, L, R> {
-    /// Own records per local partition slot.
-    left: Vec<Vec<(K, L)>>,
-    right: Vec<Vec<(K, R)>>,
+    /// Own records per local partition slot, in buckets by key hash once there are many, so
+    /// that a large partition is joined a cache-sized bucket at a time.
+    left: Vec<KeyBuckets<K, L>>,
+    right: Vec<KeyBuckets<K, R>>,
     /// Broadcast copies, shared by every local partition.
     broadcast_left: Vec<(K, L)>,
     broadcast_right: Vec<(K, R)>,
 }
 
-impl<K, L, R> Pending<K, L, R> {
+impl<K: JoinKey, L, R> Pending<K, L, R> {
     fn new(slots: usize) -> Self {
         Pending {
-            left: (0..slots).map(|_| Vec::new()).collect(),
-            right: (0..slots).map(|_| Vec::new()).collect(),
+            left: (0..slots).map(|_| KeyBuckets::new()).collect(),
+            right: (0..slots).map(|_| KeyBuckets::new()).collect(),
             broadcast_left: Vec::new(),
             broadcast_right: Vec::new(),
         }
@@ -50,9 +52,9 @@ impl<K, L, R> Pending<K, L, R> {
 type PendingByTime<T, K, L, R> = Vec<(Capability<T>, Pending<K, L, R>)>;
 
 /// Moves a batch of routed records into per-slot vectors, counting receipt per partition.
-fn absorb<K, V>(
+fn absorb<K: JoinKey, V>(
     batch: &mut Vec<Routed<K, V>>,
-    own: &mut [Vec<(K, V)>],
+    own: &mut [KeyBuckets<K, V>],
     broadcast: &mut Vec<(K, V)>,
     partitioning: &Partitioning,
     local: &[u32],
@@ -189,7 +191,7 @@ where
                                 out.clear();
                             },
                         };
-                        local_join_logic(
+                        join_buckets_logic(
                             &mut state.left[slot],
                             &mut state.right[slot],
                             broadcast_left.as_ref(),
@@ -280,7 +282,7 @@ pub(crate) fn join_time<T: Timestamp>(stamp: &InputCapability<T>) -> &T {
 }
 
 /// The pending state for `time`, created (with a capability from `retain`) if new.
-fn state_for<'a, T: Timestamp, K, L, R>(
+fn state_for<'a, T: Timestamp, K: JoinKey, L, R>(
     pending: &'a mut PendingByTime<T, K, L, R>,
     time: &T,
     retain: impl FnOnce() -> Capability<T>,
