@@ -111,10 +111,23 @@ pub fn by_key_hash<K: JoinKey, V>(
     keep_nulls: bool,
 ) -> impl FnMut(&K, &V) -> Route + 'static {
     let mut spread = RoundRobin::local(&partitioning, worker);
-    move |key, _| {
+    by_key_hash_with(partitioning, keep_nulls, move |_: &K, _: &V| {
+        spread.next_partition()
+    })
+}
+
+/// [`by_key_hash`], with the partition of a kept NULL-key record chosen by `null_partition`:
+/// a caller that knows where each record belongs (its home partition) keeps NULLs there, wherever
+/// the record was read.
+pub fn by_key_hash_with<K: JoinKey, V>(
+    partitioning: Partitioning,
+    keep_nulls: bool,
+    mut null_partition: impl FnMut(&K, &V) -> u32 + 'static,
+) -> impl FnMut(&K, &V) -> Route + 'static {
+    move |key, value| {
         if key.is_null() {
             if keep_nulls {
-                Route::To(spread.next_partition())
+                Route::To(null_partition(key, value))
             } else {
                 Route::Drop
             }

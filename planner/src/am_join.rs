@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use skewjoin_operators::join_logic::JoinLogic;
 use skewjoin_operators::key_stats::{HotThresholds, KeyCount};
 use skewjoin_operators::partitioned_join::partitioned_join;
-use skewjoin_operators::route::{by_key_hash, route, route_copies, Route};
+use skewjoin_operators::route::{by_key_hash_with, route, route_copies, Route};
 use skewjoin_operators::tree_join::{tree_join, TreeParams, TreeRounds};
 use skewjoin_operators::{JoinKey, JoinType, LoadRecorder, Partitioning, Side};
 use timely::dataflow::channels::pact::Pipeline;
@@ -569,7 +569,12 @@ where
     let main_left = {
         let plan = Rc::clone(&plan);
         let home = Rc::clone(&home_left);
-        let mut cold = by_key_hash(partitioning, worker, how.keeps_unmatched(Side::Left));
+        let null_home = Rc::clone(&home_left);
+        let mut cold = by_key_hash_with(
+            partitioning,
+            how.keeps_unmatched(Side::Left),
+            move |k, v| null_home(k, v),
+        );
         route(
             left.clone(),
             "AmLeft",
@@ -583,7 +588,12 @@ where
     let main_right = {
         let plan = Rc::clone(&plan);
         let home = Rc::clone(&home_right);
-        let mut cold = by_key_hash(partitioning, worker, how.keeps_unmatched(Side::Right));
+        let null_home = Rc::clone(&home_right);
+        let mut cold = by_key_hash_with(
+            partitioning,
+            how.keeps_unmatched(Side::Right),
+            move |k, v| null_home(k, v),
+        );
         route(
             right.clone(),
             "AmRight",

@@ -13,11 +13,10 @@ use skewjoin_operators::ib_join::{baseline_join, ib_join_in_place, TrackingMode}
 use skewjoin_operators::join_logic::JoinLogic;
 use skewjoin_operators::partitioned_join::partitioned_join;
 use skewjoin_operators::range_pact::{plan_tables, route_by_ranges, RangeObserver};
-use skewjoin_operators::route::{route, Route, Routed};
+use skewjoin_operators::route::{by_key_hash_with, route, Route, Routed};
 use skewjoin_operators::sample::{sample_summaries, SampleConfig};
-use skewjoin_operators::shuffle_join::shuffle_join_logic;
 use skewjoin_operators::tree_join::tree_join;
-use skewjoin_operators::{JoinConfig, JoinKey, JoinType, Partitioning, Side};
+use skewjoin_operators::{JoinKey, JoinType, Partitioning, Side};
 use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
@@ -58,11 +57,28 @@ where
     let (home_left, home_right) = homes;
     let loads = observers.loads.clone();
     match resolved {
+        // Shuffle-Join, with kept NULL keys in their home partitions: the rows need not be at
+        // home before they are routed.
         Resolved::Shuffle => {
-            let config = JoinConfig::new()
-                .with_partitions(partitioning.partitions())
-                .with_loads(loads);
-            shuffle_join_logic(left, right, how, &config, logic)
+            let left = route(
+                left,
+                "ShuffleLeft",
+                by_key_hash_with(
+                    partitioning,
+                    how.keeps_unmatched(Side::Left),
+                    move |k, v| home_left(k, v),
+                ),
+            );
+            let right = route(
+                right,
+                "ShuffleRight",
+                by_key_hash_with(
+                    partitioning,
+                    how.keeps_unmatched(Side::Right),
+                    move |k, v| home_right(k, v),
+                ),
+            );
+            partitioned_join(left, right, how, partitioning, loads, logic)
         }
         Resolved::Broadcast { side } => {
             let keep_left = how.keeps_unmatched(Side::Left);

@@ -269,6 +269,17 @@ impl Resolved {
         )
     }
 
+    /// Whether the strategy spreads kept NULL-key records over the partitions of the worker that
+    /// routes them (VPRP and the basic Tree-Join), so they must be routed by the worker hosting
+    /// their home for the loads to be those of an in-memory run. Shuffle-Join, Broadcast-Join
+    /// and AM-Join send such records to their home partition themselves.
+    pub fn spreads_nulls_locally(&self) -> bool {
+        matches!(
+            self,
+            Resolved::Vprp(_) | Resolved::VprpT(_) | Resolved::TreeBasic { .. }
+        )
+    }
+
     /// AM-Join's parameters when the strategy is planned from key statistics, counted in a
     /// first phase; `None` for strategies that need none.
     pub fn needs_key_stats(&self) -> Option<AmParams> {
