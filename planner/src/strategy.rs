@@ -515,6 +515,9 @@ const TALLY_BUCKETS: usize = 256;
 pub struct KeyTally {
     /// Each non-NULL key's hash, its lowest bit replaced by its side (0 left, 1 right).
     buckets: Vec<Vec<u64>>,
+    /// The buckets of tallies merged into this one, kept as they were: merging moves them, it
+    /// does not copy their hashes (80 MB for 10^7 rows, 0.05 to 0.07 s).
+    merged: Vec<Vec<Vec<u64>>>,
     /// Rows of each side, NULL keys included.
     rows: [u64; 2],
 }
@@ -523,6 +526,7 @@ impl Default for KeyTally {
     fn default() -> Self {
         KeyTally {
             buckets: vec![Vec::new(); TALLY_BUCKETS],
+            merged: Vec::new(),
             rows: [0; 2],
         }
     }
@@ -605,6 +609,7 @@ impl KeyTally {
             buckets: (0..TALLY_BUCKETS)
                 .map(|_| Vec::with_capacity(per_bucket))
                 .collect(),
+            merged: Vec::new(),
             rows: [0; 2],
         }
     }
@@ -625,11 +630,17 @@ impl KeyTally {
 
     /// Adds the counts of `other`, which may have been gathered on another thread.
     pub fn merge(&mut self, other: KeyTally) {
-        for (mine, theirs) in self.buckets.iter_mut().zip(other.buckets) {
-            mine.extend(theirs);
-        }
+        self.merged.push(other.buckets);
+        self.merged.extend(other.merged);
         self.rows[0] += other.rows[0];
         self.rows[1] += other.rows[1];
+    }
+
+    /// The hashes of bucket `index`: this tally's and every merged one's.
+    fn bucket(&self, index: usize) -> impl Iterator<Item = &u64> {
+        std::iter::once(&self.buckets[index])
+            .chain(self.merged.iter().map(move |buckets| &buckets[index]))
+            .flatten()
     }
 
     /// The key that would give its hash partition the most over half a fair share of the
@@ -656,14 +667,18 @@ impl KeyTally {
         threads: usize,
     ) -> Option<Skew> {
         let placement = Partitioning::new(partitions.max(1), workers.max(1));
-        let runs = self.buckets.chunks(TALLY_BUCKETS.div_ceil(threads.max(1)));
+        let per_thread = TALLY_BUCKETS.div_ceil(threads.max(1));
+        let runs = (0..TALLY_BUCKETS)
+            .step_by(per_thread)
+            .map(|first| first..(first + per_thread).min(TALLY_BUCKETS));
         let counted: Vec<BucketCounts> = if threads <= 1 {
-            runs.map(|run| BucketCounts::of(run, &placement)).collect()
+            runs.map(|run| BucketCounts::of(self, run, &placement))
+                .collect()
         } else {
             std::thread::scope(|scope| {
                 let placement = &placement;
                 let counting: Vec<_> = runs
-                    .map(|run| scope.spawn(move || BucketCounts::of(run, placement)))
+                    .map(|run| scope.spawn(move || BucketCounts::of(self, run, placement)))
                     .collect();
                 counting
                     .into_iter()
@@ -736,13 +751,13 @@ impl BucketCounts {
         }
     }
 
-    /// Counts the keys of `buckets`, each bucket in a map of its own.
-    fn of(buckets: &[Vec<u64>], placement: &Partitioning) -> Self {
+    /// Counts the keys of `tally`'s buckets `buckets`, each bucket in a map of its own.
+    fn of(tally: &KeyTally, buckets: std::ops::Range<usize>, placement: &Partitioning) -> Self {
         let mut this = BucketCounts::new(placement.workers());
         let mut counts: rustc_hash::FxHashMap<u64, [u64; 2]> = Default::default();
-        for bucket in buckets {
+        for index in buckets {
             counts.clear();
-            for &word in bucket {
+            for &word in tally.bucket(index) {
                 counts.entry(word & !1).or_default()[(word & 1) as usize] += 1;
             }
             for (&hash, &[l, r]) in &counts {
