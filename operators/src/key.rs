@@ -134,8 +134,21 @@ impl JoinKey for Key {
         matches!(self, Key::Null)
     }
 
+    /// Integer keys, the common case, hash inline at each of the several places a record's
+    /// key is hashed (routing, bucketing, the kernel's table); strings and composites out of line.
     #[inline]
     fn stable_hash(&self) -> u64 {
+        match self {
+            Key::Int(value) => hash_u64(*value as u64),
+            Key::Null => NULL_HASH,
+            other => other.stable_hash_out_of_line(),
+        }
+    }
+}
+
+impl Key {
+    #[inline(never)]
+    fn stable_hash_out_of_line(&self) -> u64 {
         match self {
             Key::Null => NULL_HASH,
             Key::Int(value) => hash_u64(*value as u64),
