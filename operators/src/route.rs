@@ -42,26 +42,34 @@ where
 {
     let workers = stream.scope().peers() as u32;
     stream.unary(Pipeline, name, move |_, _| {
+        // Each input batch is routed into a container of its own and handed over whole: giving
+        // records one at a time cost a container builder's checks per record.
+        let mut routed = Vec::new();
         move |input, output| {
             input.for_each_stamp(|cap, data| {
                 let mut session = output.session(&cap);
                 for batch in data {
+                    routed.reserve(batch.len());
                     for (key, value) in batch.drain(..) {
                         match rule(&key, &value) {
                             Route::To(partition) => {
-                                session.give((Dest::partition(partition), (key, value)))
+                                routed.push((Dest::partition(partition), (key, value)))
                             }
                             Route::Broadcast => {
                                 for worker in 1..workers {
-                                    session.give((
+                                    routed.push((
                                         Dest::all_of_worker(worker),
                                         (key.clone(), value.clone()),
                                     ));
                                 }
-                                session.give((Dest::all_of_worker(0), (key, value)));
+                                routed.push((Dest::all_of_worker(0), (key, value)));
                             }
                             Route::Drop => {}
                         }
+                    }
+                    if !routed.is_empty() {
+                        session.give_container(&mut routed);
+                        routed.clear();
                     }
                 }
             });

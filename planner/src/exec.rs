@@ -268,6 +268,9 @@ pub struct JobOutput<S> {
 /// How many records a worker sends before it lets the dataflow run.
 pub(crate) const FEED_CHUNK: usize = 1 << 14;
 
+/// Rows sent into the join's inputs at a time.
+const SEND_BATCH: usize = 1 << 10;
+
 /// Runs `job` on `job.workers` threads, giving each worker the sink `make_sink(worker)`.
 pub fn execute<K, S, M>(job: JoinJob<K>, make_sink: M) -> Result<JobOutput<S::Summary>, String>
 where
@@ -513,13 +516,26 @@ where
     });
 
     if failure.is_none() {
+        // Rows go in as containers of SEND_BATCH, not one at a time through the inputs'
+        // container builders, whose checks per row cost more than the push.
+        let mut batches = [Vec::new(), Vec::new()];
         let sent = rows.feed(worker, false, &mut |key, row, hash, side| {
-            let value = make_value(side, row, hash);
-            match side {
-                Side::Left => left_input.send((key, value)),
-                Side::Right => right_input.send((key, value)),
+            let (batch, input) = match side {
+                Side::Left => (&mut batches[0], &mut left_input),
+                Side::Right => (&mut batches[1], &mut right_input),
+            };
+            if batch.capacity() == 0 {
+                batch.reserve(SEND_BATCH);
+            }
+            batch.push((key, make_value(side, row, hash)));
+            if batch.len() == SEND_BATCH {
+                input.send_batch(batch);
+                batch.clear();
             }
         });
+        let [left_batch, right_batch] = &mut batches;
+        left_input.send_batch(left_batch);
+        right_input.send_batch(right_batch);
         failure = sent.err();
     }
     left_input.close();
