@@ -2476,7 +2476,7 @@ mod tests {
         assert_eq!(
             keys,
             [
-                Key::Composite(vec![Key::Int(1), Key::str("x")].into_boxed_slice()),
+                Key::composite(vec![Key::Int(1), Key::str("x")]),
                 Key::Null,
                 Key::Null,
             ]
