@@ -1,6 +1,7 @@
 //! Plans and runs skew-resistant joins composed from the `skewjoin-operators` building blocks.
 //!
 //! - [`strategy`]: the strategies by name, and how `auto` chooses;
+//! - [`skew_check`]: `auto`'s check for keys that would unbalance a Shuffle-Join;
 //! - [`cost`]: key statistics and per-partition load predictions;
 //! - [`am_join`]: AM-Join, key classes from exact counts, grids for keys hot on both sides;
 //! - [`compose`]: builds a resolved strategy's dataflow from routes and partitioned joins;
@@ -22,6 +23,7 @@ pub mod exec_local;
 pub mod exec_stream;
 pub mod report;
 pub mod row_hash;
+pub mod skew_check;
 pub mod strategy;
 pub mod vprp;
 

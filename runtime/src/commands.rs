@@ -11,7 +11,7 @@ use skewjoin_operators::{JoinType, Key, Partitioning, Side};
 use skewjoin_planner::cost::{predict, KeyStats};
 use skewjoin_planner::datagen::pavlo::{generate_pavlo, PavloSpec};
 use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
-use skewjoin_planner::strategy::{skew_reason, KeyTally, SkewFinding};
+use skewjoin_planner::skew_check::{skew_reason, KeyTally, SkewFinding};
 use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
 
 use crate::cli::{DemoArgs, ExplainArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
@@ -214,8 +214,10 @@ fn streamed_skew(
 ) -> Result<Option<SkewFinding>> {
     // The two sides are read at once, one on another thread: reading and hashing the keys is
     // most of the check's time.
-    let tally_side = |input: &StreamSide, side: Side, room: u64| -> Result<KeyTally> {
-        let mut tally = KeyTally::with_room_for(room);
+    // Both tallies sample alike (one row in 2^s past skew_check::SAMPLE_ROWS rows in all).
+    let both = left.input.rows + right.input.rows;
+    let tally_side = |input: &StreamSide, side: Side| -> Result<KeyTally> {
+        let mut tally = KeyTally::for_join(both, input.input.rows);
         for batch in input.input.batches(true)? {
             tally_keys(
                 &batch?,
@@ -227,11 +229,9 @@ fn streamed_skew(
         }
         Ok(tally)
     };
-    // The left tally has room for the right's keys too: they are merged into it.
-    let both = left.input.rows + right.input.rows;
     let (tally, right_tally) = std::thread::scope(|scope| {
-        let left_pass = scope.spawn(|| tally_side(left, Side::Left, both));
-        let right_tally = tally_side(right, Side::Right, right.input.rows);
+        let left_pass = scope.spawn(|| tally_side(left, Side::Left));
+        let right_tally = tally_side(right, Side::Right);
         let left_tally = left_pass
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));

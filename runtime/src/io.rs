@@ -43,7 +43,7 @@ use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
 use skewjoin_operators::hash::StableHasher;
 use skewjoin_operators::{JoinType, Key, Side};
-use skewjoin_planner::strategy::KeyTally;
+use skewjoin_planner::skew_check::KeyTally;
 use tempfile::TempPath;
 
 use crate::error::{Error, Result};

@@ -1,0 +1,745 @@
+//! `auto`'s skew check: a tally of both inputs' keys, and from it the load Shuffle-Join's
+//! busiest worker would carry beyond the mean, which decides between Shuffle-Join and AM-Join.
+//!
+//! Inputs of up to [`SAMPLE_ROWS`] rows are counted exactly. Larger ones are counted from a
+//! sample: one row in `2^s` of each side, chosen by a hash of its row number, so that about
+//! [`SAMPLE_ROWS`] rows are counted; each row's key hash is kept in order as it is read. A key
+//! with [`EXACT_SAMPLES`] or more sampled rows on either side (the keys that can unbalance a
+//! worker) is then counted exactly on both sides in one pass over the kept hashes, which also
+//! counts every worker's input exactly; only the pairs of keys with fewer rows on both sides are
+//! estimated, from the sample. The hot key found, its share and the predicted excess are exact;
+//! what sampling saves is counting every row's key in a table: on a uniform 10M x 10M pair,
+//! 0.12 s of merging and counting and 0.06 s of bucketing on two threads.
+//!
+//! ```
+//! use skewjoin_operators::Side;
+//! use skewjoin_planner::skew_check::KeyTally;
+//!
+//! // Key 7 on 2,000 of 12,000 rows on both sides: its pairs are most of the output.
+//! let keys: Vec<u64> = (0..10_000).chain(std::iter::repeat(7).take(2_000)).collect();
+//! let mut tally = KeyTally::for_join(24_000, 12_000);
+//! keys.iter().for_each(|key| tally.add(Side::Left, key));
+//! keys.iter().for_each(|key| tally.add(Side::Right, key));
+//! let skew = tally.skew(4, 2).expect("key 7 is hot");
+//! assert!(skew.is_of(&7u64));
+//! assert!(skew.am_pays());
+//! ```
+
+use skewjoin_operators::hash::mix64;
+use skewjoin_operators::{JoinKey, Partitioning, Side};
+
+/// Buckets of a [`KeyTally`], by the top byte of a key's hash.
+const TALLY_BUCKETS: usize = 256;
+
+/// Rows of both inputs up to which every row is counted, and about how many are counted from
+/// larger inputs.
+pub const SAMPLE_ROWS: u64 = 1 << 21;
+
+/// Sampled rows on either side from which a key is counted exactly: with one row in 16 sampled,
+/// keys of about 1,000 rows or more. The keys below have at most a few thousand pairs each.
+pub const EXACT_SAMPLES: u64 = 64;
+
+/// Salts of the two sides' row samples, so that they are drawn independently.
+const SAMPLE_SALT: [u64; 2] = [0x5eed_1ef7_0000_0001, 0x5eed_7167_0000_0002];
+
+/// The sampling shift for inputs of `rows` rows in all: 0 (every row) up to [`SAMPLE_ROWS`],
+/// else the least `s` that leaves at most [`SAMPLE_ROWS`] rows in `2^s` sampled.
+pub fn sample_shift(rows: u64) -> u32 {
+    let mut shift = 0;
+    while rows >> shift > SAMPLE_ROWS {
+        shift += 1;
+    }
+    shift
+}
+
+/// What `auto`'s skew check found on these keys for `partitions` partitions on `workers`
+/// workers (see [`KeyTally::skew`]): `None` when no key is hot enough to look at, else the
+/// hottest key's [`Skew`] described, and whether AM-Join pays.
+pub fn skew_reason<K: JoinKey>(
+    left: &[K],
+    right: &[K],
+    partitions: usize,
+    workers: usize,
+) -> Option<SkewFinding> {
+    let rows = (left.len() + right.len()) as u64;
+    let mut tally = KeyTally::for_join(rows, rows);
+    left.iter().for_each(|key| tally.add(Side::Left, key));
+    right.iter().for_each(|key| tally.add(Side::Right, key));
+    let skew = tally.skew(partitions, workers)?;
+    let key = left.iter().chain(right).find(|key| skew.is_of(*key))?;
+    Some(skew.finding(key))
+}
+
+/// A hot key described for `auto`'s reason, and whether AM-Join is worth its key count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkewFinding {
+    /// Whether to run AM-Join rather than Shuffle-Join ([`Skew::am_pays`]).
+    pub am_pays: bool,
+    /// Why, naming the key and the predicted loads.
+    pub reason: String,
+}
+
+/// Key counts of both inputs, gathered a key at a time (so a streamed input need not be held),
+/// for `auto`'s skew check: exact, or from a sample of rows and exact for every key that
+/// matters (see the module's documentation).
+///
+/// Keys are counted by their stable hash (two keys whose 63 high hash bits agree count as one,
+/// which can only overstate skew). The counted hashes wait in buckets by their top byte, and each
+/// bucket is counted on its own: a map of one bucket's keys stays in the caches, where one map of
+/// every key would miss them on nearly every row (2 x 10^7 uniform keys: about 5 s against well
+/// under one).
+#[derive(Debug)]
+pub struct KeyTally {
+    /// Each counted key's hash, its lowest bit replaced by its side (0 left, 1 right).
+    buckets: Vec<Vec<u64>>,
+    /// The buckets of tallies merged into this one, kept as they were: merging moves them, it
+    /// does not copy their hashes (80 MB for 10^7 rows, 0.05 to 0.07 s).
+    merged: Vec<Vec<Vec<u64>>>,
+    /// With sampling, every non-NULL key's hash of each side in the order read, for the exact
+    /// pass.
+    hashes: [Vec<u64>; 2],
+    /// The hashes of tallies merged into this one, with their side (0 left, 1 right).
+    merged_hashes: Vec<(usize, Vec<u64>)>,
+    /// Rows a side's hashes are given room for when its first key comes.
+    room: usize,
+    /// Rows of each side, NULL keys included.
+    rows: [u64; 2],
+    /// One row in `2^shift` is counted in the buckets; 0 counts every row.
+    shift: u32,
+}
+
+impl Default for KeyTally {
+    /// An exact tally.
+    fn default() -> Self {
+        KeyTally {
+            buckets: vec![Vec::new(); TALLY_BUCKETS],
+            merged: Vec::new(),
+            hashes: [Vec::new(), Vec::new()],
+            merged_hashes: Vec::new(),
+            room: 0,
+            rows: [0; 2],
+            shift: 0,
+        }
+    }
+}
+
+/// A key whose hash partition Shuffle-Join would overload, found by [`KeyTally::skew`], with
+/// what Shuffle-Join's busiest worker would do beyond the mean.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Skew {
+    /// The key's hash, its lowest bit cleared.
+    hash: u64,
+    /// How many fair shares of `what` the key alone is.
+    pub share: f64,
+    /// `"output"`, `"left input"` or `"right input"`.
+    pub what: &'static str,
+    /// Records Shuffle-Join's busiest worker would receive and produce (input records plus
+    /// inner-join pairs, over the partitions it hosts) beyond the mean of all workers: what
+    /// AM-Join could save it, and so the run.
+    pub excess: u64,
+    /// What AM-Join's key count costs each worker, in the same records: its fair share of the
+    /// input, as the count reads every key once more and sends every worker's distinct keys to
+    /// their owners.
+    pub count_cost: u64,
+}
+
+impl Skew {
+    /// Whether `key` is the skewed key.
+    pub fn is_of<K: JoinKey>(&self, key: &K) -> bool {
+        !key.is_null() && key.stable_hash() & !1 == self.hash
+    }
+
+    /// Whether AM-Join's balance is worth its key count: the busiest worker of a Shuffle-Join
+    /// would do more beyond the mean than the count costs each worker. Workers, not partitions:
+    /// a worker hosting a hot partition also hosts others, and the run lasts as long as its
+    /// busiest worker.
+    ///
+    /// Measured on left Zipf 1.2 x right uniform, 10^7 x 10^7 at W = 2: the hottest key is 0.7
+    /// fair shares of the output, yet a Shuffle-Join is only 1.10 / 1.24 (input / output,
+    /// max/mean) out of balance and takes 2.5 s, while AM-Join, balanced, takes 4.6 s: its
+    /// count costs about as much as a whole fair share of the input.
+    pub fn am_pays(&self) -> bool {
+        self.excess > self.count_cost
+    }
+
+    /// The finding, naming `key`.
+    pub fn finding<K: std::fmt::Debug>(&self, key: &K) -> SkewFinding {
+        let hot = format!(
+            "key {key:?} alone is {:.1} fair shares of the {}",
+            self.share, self.what
+        );
+        let am_pays = self.am_pays();
+        let reason = if am_pays {
+            format!(
+                "{hot}: Shuffle-Join's busiest worker would do {} records beyond the mean, more than AM-Join's key count costs it ({})",
+                self.excess, self.count_cost
+            )
+        } else {
+            format!(
+                "{hot}, but Shuffle-Join's busiest worker would do only {} records beyond the mean, fewer than AM-Join's key count costs it ({})",
+                self.excess, self.count_cost
+            )
+        };
+        SkewFinding { am_pays, reason }
+    }
+}
+
+impl KeyTally {
+    /// An exact tally with room for about `keys` keys, so that its buckets are not regrown
+    /// (each regrowth copies a bucket into fresh memory, which the kernel first zeroes). Room
+    /// is only reserved: memory is touched as keys come.
+    pub fn with_room_for(keys: u64) -> KeyTally {
+        Self::sampled(0, keys)
+    }
+
+    /// A tally of one side of `side_rows` rows, or of both, for a join of `rows` rows in all:
+    /// exact up to [`SAMPLE_ROWS`] rows, sampled beyond (at [`sample_shift`]`(rows)`, which the
+    /// tallies of both sides share, so that they can be merged).
+    pub fn for_join(rows: u64, side_rows: u64) -> KeyTally {
+        Self::sampled(sample_shift(rows), side_rows)
+    }
+
+    /// A tally counting one row in `2^shift` in its buckets, with room for `rows` rows.
+    pub fn sampled(shift: u32, rows: u64) -> KeyTally {
+        // Hashes spread evenly over the buckets; a little over, so chance alone rarely
+        // regrows one (a hot key's bucket regrows, as it would have anyway).
+        let per_bucket = usize::try_from((rows >> shift) / TALLY_BUCKETS as u64)
+            .unwrap_or(usize::MAX / 2)
+            .saturating_mul(9)
+            / 8
+            + 64;
+        KeyTally {
+            buckets: (0..TALLY_BUCKETS)
+                .map(|_| Vec::with_capacity(per_bucket))
+                .collect(),
+            merged: Vec::new(),
+            hashes: [Vec::new(), Vec::new()],
+            merged_hashes: Vec::new(),
+            room: usize::try_from(rows).unwrap_or(usize::MAX / 16),
+            rows: [0; 2],
+            shift,
+        }
+    }
+
+    /// Counts one row of `side` with key `key`.
+    #[inline]
+    pub fn add<K: JoinKey>(&mut self, side: Side, key: &K) {
+        let index = match side {
+            Side::Left => 0,
+            Side::Right => 1,
+        };
+        let row = self.rows[index];
+        self.rows[index] += 1;
+        if key.is_null() {
+            return;
+        }
+        let hash = key.stable_hash();
+        if self.shift > 0 {
+            let own = &mut self.hashes[index];
+            if own.capacity() == 0 {
+                own.reserve(self.room);
+            }
+            own.push(hash);
+            if mix64(row ^ SAMPLE_SALT[index]) >> (64 - self.shift) != 0 {
+                return;
+            }
+        }
+        self.buckets[(hash >> 56) as usize].push((hash & !1) | index as u64);
+    }
+
+    /// Adds the counts of `other`, which may have been gathered on another thread with the same
+    /// sampling.
+    pub fn merge(&mut self, other: KeyTally) {
+        assert_eq!(
+            self.shift, other.shift,
+            "tallies sampled at different rates cannot be merged"
+        );
+        self.merged.push(other.buckets);
+        self.merged.extend(other.merged);
+        let [left, right] = other.hashes;
+        self.merged_hashes.extend([(0, left), (1, right)]);
+        self.merged_hashes.extend(other.merged_hashes);
+        self.rows[0] += other.rows[0];
+        self.rows[1] += other.rows[1];
+    }
+
+    /// The hashes of bucket `index`: this tally's and every merged one's.
+    fn bucket(&self, index: usize) -> impl Iterator<Item = &u64> {
+        std::iter::once(&self.buckets[index])
+            .chain(self.merged.iter().map(move |buckets| &buckets[index]))
+            .flatten()
+    }
+
+    /// The key that would give its hash partition the most over half a fair share of the
+    /// output (its `n_L x n_R` pairs against `OUT / P`) or of one side's input, if any, with
+    /// the excess load Shuffle-Join's busiest worker (of `workers`, hosting the `partitions`
+    /// partitions) would carry: `auto` runs AM-Join instead of Shuffle-Join when
+    /// [`Skew::am_pays`].
+    ///
+    /// The loads are predicted by placing every key's hash where Shuffle-Join would: exactly,
+    /// but for the pairs of the keys a sampled tally saw on fewer than [`EXACT_SAMPLES`] rows of
+    /// either side, which are estimated. NULL keys are left out: Shuffle-Join drops them or
+    /// spreads them evenly, which moves the mean and the maximum alike.
+    pub fn skew(&self, partitions: usize, workers: usize) -> Option<Skew> {
+        self.skew_on_threads(partitions, workers, 1)
+    }
+
+    /// [`skew`](Self::skew), counted on `threads` threads (scoped; none are spawned when
+    /// `threads` is 1, as the browser, which cannot spawn them, needs).
+    pub fn skew_on_threads(
+        &self,
+        partitions: usize,
+        workers: usize,
+        threads: usize,
+    ) -> Option<Skew> {
+        let placement = Partitioning::new(partitions.max(1), workers.max(1));
+        let per_thread = TALLY_BUCKETS.div_ceil(threads.max(1));
+        let runs: Vec<_> = (0..TALLY_BUCKETS)
+            .step_by(per_thread)
+            .map(|first| first..(first + per_thread).min(TALLY_BUCKETS))
+            .collect();
+        let mut all = BucketCounts::new(placement.partitions());
+        for counts in on_threads(runs, |run| {
+            BucketCounts::of(self, run, &placement, self.shift)
+        }) {
+            all.add(counts);
+        }
+        if self.shift > 0 {
+            all.count_exactly(self, &placement, threads);
+        }
+        let BucketCounts {
+            output,
+            most,
+            loads,
+            ..
+        } = all;
+        let mut worker_loads = vec![0u128; placement.workers()];
+        for (partition, load) in loads.iter().enumerate() {
+            worker_loads[placement.owner(partition as u32)] += load;
+        }
+        let total: u128 = worker_loads.iter().sum();
+        let busiest = worker_loads.iter().copied().max().unwrap_or(0);
+        let excess = (busiest - total / worker_loads.len() as u128).min(u64::MAX as u128) as u64;
+        let count_cost = (self.rows[0] + self.rows[1]) / worker_loads.len() as u64;
+        let partitions = partitions.max(1) as f64;
+        let fair = [
+            (output as f64 / partitions).max(1.0),
+            (self.rows[0] as f64 / partitions).max(1.0),
+            (self.rows[1] as f64 / partitions).max(1.0),
+        ];
+        most.iter()
+            .zip(fair)
+            .zip(["output", "left input", "right input"])
+            .map(|((&(value, hash), fair), what)| Skew {
+                hash,
+                share: value as f64 / fair,
+                what,
+                excess,
+                count_cost,
+            })
+            .filter(|skew| skew.share > 0.5)
+            .reduce(|worst, skew| {
+                if skew.share > worst.share {
+                    skew
+                } else {
+                    worst
+                }
+            })
+    }
+}
+
+/// `work` on each of `items`, on a scoped thread each when there are several, results in order.
+fn on_threads<I: Send, R: Send>(items: Vec<I>, work: impl Fn(I) -> R + Sync) -> Vec<R> {
+    if items.len() <= 1 {
+        return items.into_iter().map(work).collect();
+    }
+    std::thread::scope(|scope| {
+        let work = &work;
+        let running: Vec<_> = items
+            .into_iter()
+            .map(|item| scope.spawn(move || work(item)))
+            .collect();
+        running
+            .into_iter()
+            .map(|thread| {
+                thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
+/// What the keys of a run of a [`KeyTally`]'s buckets add to its skew check.
+struct BucketCounts {
+    /// Inner-join pairs.
+    output: u128,
+    /// The key with the most pairs, left rows and right rows: (count, hash). The key with the
+    /// most pairs has the largest share of the output whatever OUT is, and likewise for each
+    /// side's rows: three candidates, kept while counting.
+    most: [(u64, u64); 3],
+    /// Each partition's input records plus output pairs under Shuffle-Join.
+    loads: Vec<u128>,
+    /// With sampling, the keys to count exactly (hashes, lowest bit cleared), in bucket order.
+    exact: Vec<u64>,
+}
+
+impl BucketCounts {
+    fn new(partitions: usize) -> Self {
+        BucketCounts {
+            output: 0,
+            most: [(0, 0); 3],
+            loads: vec![0; partitions],
+            exact: Vec::new(),
+        }
+    }
+
+    /// Counts the keys of `tally`'s buckets `buckets`, each bucket in a map of its own. With
+    /// sampling (`shift` above 0), a key sampled on [`EXACT_SAMPLES`] rows or more of a side is
+    /// set aside to be counted exactly, and the others' pairs are estimated (their inputs are
+    /// counted exactly later).
+    fn of(
+        tally: &KeyTally,
+        buckets: std::ops::Range<usize>,
+        placement: &Partitioning,
+        shift: u32,
+    ) -> Self {
+        let mut this = BucketCounts::new(placement.partitions());
+        let mut counts: rustc_hash::FxHashMap<u64, [u64; 2]> = Default::default();
+        for index in buckets {
+            counts.clear();
+            for &word in tally.bucket(index) {
+                counts.entry(word & !1).or_default()[(word & 1) as usize] += 1;
+            }
+            for (&hash, &[l, r]) in &counts {
+                if shift > 0 && l.max(r) >= EXACT_SAMPLES {
+                    this.exact.push(hash);
+                    continue;
+                }
+                let (l, r) = (l << shift, r << shift);
+                let partition = placement.partition_of_hash(hash) as usize;
+                this.output += u128::from(l) * u128::from(r);
+                this.loads[partition] += u128::from(l) * u128::from(r);
+                if shift == 0 {
+                    this.loads[partition] += u128::from(l + r);
+                }
+                this.keep_most(&[(l.saturating_mul(r), hash), (l, hash), (r, hash)]);
+            }
+        }
+        this
+    }
+
+    /// The exact pass of a sampled tally: every partition's input, and both sides' rows of the
+    /// keys set aside, from the hashes kept in read order.
+    fn count_exactly(&mut self, tally: &KeyTally, placement: &Partitioning, threads: usize) {
+        let exact: rustc_hash::FxHashMap<u64, usize> = self
+            .exact
+            .iter()
+            .enumerate()
+            .map(|(index, &hash)| (hash, index))
+            .collect();
+        // Most rows are of no key set aside: a bit per hash prefix turns them away at one load.
+        let mut maybe = vec![0u64; FILTER_WORDS];
+        for &hash in &self.exact {
+            let bit = filter_bit(hash);
+            maybe[bit / 64] |= 1 << (bit % 64);
+        }
+        // Runs of hashes, each cut in pieces so that every thread has a share.
+        let runs: Vec<(usize, &[u64])> = [(0, &tally.hashes[0]), (1, &tally.hashes[1])]
+            .into_iter()
+            .chain(tally.merged_hashes.iter().map(|(side, run)| (*side, run)))
+            .map(|(side, run)| (side, run.as_slice()))
+            .collect();
+        let total: usize = runs.iter().map(|(_, run)| run.len()).sum();
+        let piece = total.div_ceil(threads.max(1)).max(1);
+        let pieces: Vec<(usize, &[u64])> = runs
+            .into_iter()
+            .flat_map(|(side, run)| run.chunks(piece).map(move |chunk| (side, chunk)))
+            .collect();
+        let groups: Vec<Vec<(usize, &[u64])>> = {
+            let mut groups: Vec<Vec<(usize, &[u64])>> = vec![Vec::new(); threads.max(1)];
+            for (index, piece) in pieces.into_iter().enumerate() {
+                groups[index % threads.max(1)].push(piece);
+            }
+            groups
+        };
+        let partitions = placement.partitions();
+        let counted = on_threads(groups, |group| {
+            let mut inputs = vec![0u64; partitions];
+            let mut rows = vec![[0u64; 2]; exact.len()];
+            for (side, hashes) in group {
+                for &hash in hashes {
+                    let hash = hash & !1;
+                    inputs[placement.partition_of_hash(hash) as usize] += 1;
+                    let bit = filter_bit(hash);
+                    if maybe[bit / 64] & (1 << (bit % 64)) != 0 {
+                        if let Some(&index) = exact.get(&hash) {
+                            rows[index][side] += 1;
+                        }
+                    }
+                }
+            }
+            (inputs, rows)
+        });
+        let mut rows = vec![[0u64; 2]; self.exact.len()];
+        for (inputs, counted_rows) in counted {
+            for (load, input) in self.loads.iter_mut().zip(inputs) {
+                *load += u128::from(input);
+            }
+            for (total, [l, r]) in rows.iter_mut().zip(counted_rows) {
+                total[0] += l;
+                total[1] += r;
+            }
+        }
+        let exact = std::mem::take(&mut self.exact);
+        for (&hash, [l, r]) in exact.iter().zip(rows) {
+            let pairs = u128::from(l) * u128::from(r);
+            self.output += pairs;
+            self.loads[placement.partition_of_hash(hash) as usize] += pairs;
+            self.keep_most(&[(l.saturating_mul(r), hash), (l, hash), (r, hash)]);
+        }
+    }
+
+    /// Keeps each of `candidates` that beats the one kept; ties keep the earlier, so counting
+    /// buckets in runs finds what counting them in one pass does.
+    fn keep_most(&mut self, candidates: &[(u64, u64); 3]) {
+        for (best, &candidate) in self.most.iter_mut().zip(candidates) {
+            if candidate.0 > best.0 {
+                *best = candidate;
+            }
+        }
+    }
+
+    /// Adds the counts of the buckets after this one's.
+    fn add(&mut self, later: BucketCounts) {
+        self.output += later.output;
+        for (load, more) in self.loads.iter_mut().zip(&later.loads) {
+            *load += more;
+        }
+        self.keep_most(&later.most);
+        self.exact.extend(later.exact);
+    }
+}
+
+/// Words of the exact pass's filter: 2^16 bits, 8 KiB, in a core's L1 cache.
+const FILTER_WORDS: usize = 1 << 10;
+
+/// A hash's bit in the exact pass's filter: bits below the top byte, which picks the bucket.
+#[inline]
+fn filter_bit(hash: u64) -> usize {
+    ((hash >> 40) as usize) & (FILTER_WORDS * 64 - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skew_is_seen_in_the_counts() {
+        let uniform: Vec<u64> = (0..1000).collect();
+        assert_eq!(skew_reason(&uniform, &uniform, 8, 8), None);
+        let mut hot = uniform.clone();
+        hot.extend([7u64; 200]);
+        let finding = skew_reason(&hot, &hot, 8, 8).unwrap();
+        assert!(finding.reason.contains("key 7"), "{}", finding.reason);
+        assert!(finding.am_pays, "{}", finding.reason);
+    }
+
+    /// A key hot on one side only, as in left Zipf 1.2 x right uniform: on two workers it
+    /// unbalances Shuffle-Join by less than AM-Join's key count costs, however many partitions
+    /// they host, and on eight by more.
+    #[test]
+    fn a_one_sided_hot_key_pays_for_am_join_only_over_many_workers() {
+        // Left: key 7 on 1,800 rows, 8,200 rows of distinct keys; right: 10,000 distinct keys.
+        let mut left: Vec<u64> = vec![7; 1800];
+        left.extend((0..8200).map(|i| 20_000 + i * 11));
+        let right: Vec<u64> = (0..10_000).collect();
+        let two = skew_reason(&left, &right, 2, 2).unwrap();
+        assert!(two.reason.contains("key 7"), "{}", two.reason);
+        assert!(!two.am_pays, "{}", two.reason);
+        let two_of_eight = skew_reason(&left, &right, 8, 2).unwrap();
+        assert!(!two_of_eight.am_pays, "{}", two_of_eight.reason);
+        let eight = skew_reason(&left, &right, 8, 8).unwrap();
+        assert!(eight.am_pays, "{}", eight.reason);
+    }
+
+    /// The largest share any key has of the output or of one side's input, by brute force.
+    fn largest_share(left: &[Option<i64>], right: &[Option<i64>], partitions: usize) -> f64 {
+        let count =
+            |keys: &[Option<i64>], key: i64| keys.iter().filter(|k| **k == Some(key)).count();
+        let keys: std::collections::BTreeSet<i64> =
+            left.iter().chain(right).flatten().copied().collect();
+        let output: usize = keys.iter().map(|&k| count(left, k) * count(right, k)).sum();
+        let p = partitions as f64;
+        let fair = |n: usize| (n as f64 / p).max(1.0);
+        keys.iter()
+            .flat_map(|&k| {
+                let (l, r) = (count(left, k), count(right, k));
+                [
+                    (l * r) as f64 / fair(output),
+                    l as f64 / fair(left.len()),
+                    r as f64 / fair(right.len()),
+                ]
+            })
+            .fold(0.0, f64::max)
+    }
+
+    /// The busiest worker's input plus output pairs beyond the mean under Shuffle-Join, by
+    /// brute force: every row placed by its key's hash, every pair counted where it meets.
+    fn shuffle_excess(
+        left: &[Option<i64>],
+        right: &[Option<i64>],
+        partitions: usize,
+        workers: usize,
+    ) -> u64 {
+        let placement = Partitioning::new(partitions, workers);
+        let place =
+            |key: &i64| placement.owner(placement.partition_of_hash(key.stable_hash() & !1));
+        let mut loads = vec![0u64; workers];
+        for key in left.iter().chain(right).flatten() {
+            loads[place(key)] += 1;
+        }
+        for l in left.iter().flatten() {
+            loads[place(l)] += right.iter().filter(|r| **r == Some(*l)).count() as u64;
+        }
+        let total: u64 = loads.iter().sum();
+        loads.iter().max().unwrap() - total / workers as u64
+    }
+
+    proptest::proptest! {
+        /// The bucketed tally finds the key with the largest share, as counting every key by
+        /// brute force does, NULL keys counted as rows but never as keys, and with its sides
+        /// counted apart and merged; and it predicts Shuffle-Join's excess load exactly, counted on
+        /// one thread or several.
+        #[test]
+        fn the_tally_finds_the_largest_share(
+            left in proptest::collection::vec(proptest::option::weighted(0.9, 0i64..40), 0..300),
+            right in proptest::collection::vec(proptest::option::weighted(0.9, 0i64..40), 0..300),
+            partitions in 1usize..9,
+            workers in 1usize..5,
+            threads in 1usize..4,
+        ) {
+            // Each side tallied apart and merged, as the runtime does on two threads.
+            let mut tally = KeyTally::default();
+            left.iter().for_each(|key| tally.add(Side::Left, key));
+            let mut right_tally = KeyTally::default();
+            right.iter().for_each(|key| right_tally.add(Side::Right, key));
+            tally.merge(right_tally);
+            let expected = largest_share(&left, &right, partitions);
+            let skew = tally.skew_on_threads(partitions, workers, threads);
+            // Counted in runs of buckets on several threads, as in one pass.
+            proptest::prop_assert_eq!(skew, tally.skew(partitions, workers));
+            match skew {
+                Some(skew) => {
+                    proptest::prop_assert!((skew.share - expected).abs() < 1e-9, "{:?} {}", skew, expected);
+                    proptest::prop_assert_eq!(
+                        skew.excess,
+                        shuffle_excess(&left, &right, partitions, workers)
+                    );
+                    proptest::prop_assert_eq!(
+                        skew.count_cost,
+                        (left.len() + right.len()) as u64 / workers as u64
+                    );
+                    let key = left.iter().chain(&right).find(|key| skew.is_of(*key));
+                    proptest::prop_assert!(key.is_some());
+                }
+                None => proptest::prop_assert!(expected <= 0.5, "{}", expected),
+            }
+        }
+    }
+
+    #[test]
+    fn only_inputs_past_the_sample_size_are_sampled() {
+        assert_eq!(sample_shift(0), 0);
+        assert_eq!(sample_shift(SAMPLE_ROWS), 0);
+        assert_eq!(sample_shift(SAMPLE_ROWS + 1), 1);
+        // A uniform 10M x 10M pair: one row in 16.
+        assert_eq!(sample_shift(20_000_000), 4);
+        assert!(20_000_000 >> sample_shift(20_000_000) <= SAMPLE_ROWS);
+    }
+
+    /// Both sides tallied apart at `shift` and merged, as the runtime does.
+    fn tally_at(shift: u32, left: &[Option<i64>], right: &[Option<i64>]) -> KeyTally {
+        let mut tally = KeyTally::sampled(shift, left.len() as u64);
+        left.iter().for_each(|key| tally.add(Side::Left, key));
+        let mut right_tally = KeyTally::sampled(shift, right.len() as u64);
+        right
+            .iter()
+            .for_each(|key| right_tally.add(Side::Right, key));
+        tally.merge(right_tally);
+        tally
+    }
+
+    /// A sampled tally (one row in 16) finds what an exact one does on 300,000-row sides: no hot
+    /// key on uniform keys, and the same hot key, share and whether AM-Join pays, with the
+    /// excess within a hundredth of the exact one's, where a key is hot on one side, on both,
+    /// or a Zipf-like spread of keys is.
+    #[test]
+    fn a_sampled_tally_finds_what_an_exact_one_does() {
+        const ROWS: u64 = 300_000;
+        let side = |salt: u64, key: &dyn Fn(u64, u64) -> Option<i64>| -> Vec<Option<i64>> {
+            (0..ROWS).map(|row| key(row, mix64(row ^ salt))).collect()
+        };
+        let uniform = |_: u64, random: u64| Some((random % ROWS) as i64);
+        let hot_on_left = |row: u64, random: u64| match row % 7 {
+            0 => Some(7),
+            _ => Some((random % ROWS) as i64),
+        };
+        let hot_on_right_rarely = |row: u64, random: u64| match row % 5_000 {
+            0 => Some(7),
+            _ => Some((random % ROWS) as i64),
+        };
+        let hot_on_both = |row: u64, random: u64| match row % 10 {
+            0 => Some(7),
+            9 => None,
+            _ => Some((random % ROWS) as i64),
+        };
+        // Key k on about ROWS / (k + 1) rows: many warm keys, a few hot ones.
+        let zipf_like = |_: u64, random: u64| {
+            let u = (random >> 11) as f64 / (1u64 << 53) as f64;
+            Some(((ROWS as f64).powf(u) - 1.0) as i64)
+        };
+        type KeyOf<'a> = &'a dyn Fn(u64, u64) -> Option<i64>;
+        let cases: [(&str, KeyOf, KeyOf); 4] = [
+            ("uniform", &uniform, &uniform),
+            ("hot on one side", &hot_on_left, &hot_on_right_rarely),
+            ("hot on both sides", &hot_on_both, &hot_on_both),
+            ("zipf-like", &zipf_like, &zipf_like),
+        ];
+        for (name, left_key, right_key) in cases {
+            let (left, right) = (side(1, left_key), side(2, right_key));
+            for (partitions, workers) in [(2, 2), (8, 2), (8, 8)] {
+                let exact = tally_at(0, &left, &right).skew_on_threads(partitions, workers, 2);
+                let sampled = tally_at(4, &left, &right).skew_on_threads(partitions, workers, 2);
+                let case = format!("{name}, P = {partitions}, W = {workers}");
+                match (exact, sampled) {
+                    (None, None) => assert_eq!(name, "uniform", "{case}"),
+                    (Some(exact), Some(sampled)) => {
+                        assert_eq!(sampled.hash, exact.hash, "{case}");
+                        assert_eq!(sampled.what, exact.what, "{case}");
+                        assert_eq!(sampled.am_pays(), exact.am_pays(), "{case}");
+                        assert_eq!(sampled.count_cost, exact.count_cost, "{case}");
+                        let off = (sampled.excess as f64 - exact.excess as f64).abs();
+                        assert!(
+                            off <= exact.excess as f64 / 100.0 + 1_000.0,
+                            "{case}: {sampled:?} against {exact:?}"
+                        );
+                        assert!(
+                            (sampled.share - exact.share).abs() <= exact.share / 100.0,
+                            "{case}: {sampled:?} against {exact:?}"
+                        );
+                    }
+                    (exact, sampled) => panic!("{case}: {sampled:?} against {exact:?}"),
+                }
+            }
+        }
+    }
+
+    /// Sampling one side's tally and not the other's would count their rows at different rates.
+    #[test]
+    #[should_panic(expected = "different rates")]
+    fn tallies_sampled_at_different_rates_are_not_merged() {
+        let mut tally = KeyTally::sampled(2, 10);
+        tally.merge(KeyTally::default());
+    }
+}
