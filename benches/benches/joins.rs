@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use skewjoin_benches::uniform_keys;
-use skewjoin_operators::hash::{pair_checksum, pair_checksum_sum_lefts, GroupChecksums};
+use skewjoin_operators::buckets::{join_buckets_logic, KeyBuckets};
+use skewjoin_operators::hash::{mix64, pair_checksum, pair_checksum_sum_lefts, GroupChecksums};
+use skewjoin_operators::join_logic::each_row;
 use skewjoin_operators::kernel::{hash_join, local_join_logic};
 use skewjoin_operators::range_pact::RangeTable;
 use skewjoin_operators::tree_join::TreeParams;
@@ -17,24 +19,65 @@ use skewjoin_planner::exec::{execute, JoinJob};
 use skewjoin_planner::exec_local::CountSink;
 use skewjoin_planner::Resolved;
 
-/// Build and probe: 1M x 1M uniform keys over 1M keys (about 1M output rows).
+/// Build and probe of uniform keys (about one output row per input row): 1M x 1M, whose one
+/// table fits this machine's 32 MiB L3 cache, and 4M x 4M, whose table does not. Each size
+/// joined with one table, and as a partition is joined: its rows pushed into hash buckets as
+/// they arrive (the pushes are timed too: they replace the one vector the rows were gathered
+/// in), then joined a bucket at a time.
 fn kernel(c: &mut Criterion) {
-    let left = uniform_keys(1 << 20, 1 << 20);
-    let right = uniform_keys(1 << 20, 1 << 20);
     let mut group = c.benchmark_group("kernel");
     group.sample_size(10);
-    group.throughput(Throughput::Elements((left.len() + right.len()) as u64));
-    group.bench_function("hash_join 1M x 1M uniform", |b| {
-        b.iter_batched(
-            || (left.clone(), right.clone()),
-            |(mut l, mut r)| {
-                let mut rows = 0u64;
-                hash_join(&mut l, &mut r, JoinType::Inner, |_, _, _| rows += 1);
-                black_box(rows)
+    // Keys drawn independently on each side: the sides of a real join do not list their keys
+    // in the same order (a probe in build order would read the table's runs one after another).
+    let side = |rows: usize, salt: u64| -> Vec<(u64, u32)> {
+        (0..rows as u64)
+            .map(|i| (mix64(i ^ salt) % rows as u64, i as u32))
+            .collect()
+    };
+    for (name, rows) in [("1M x 1M", 1usize << 20), ("4M x 4M", 1 << 22)] {
+        let left = side(rows, 1);
+        let right = side(rows, 2);
+        group.throughput(Throughput::Elements((left.len() + right.len()) as u64));
+        group.bench_function(format!("hash_join {name} uniform"), |b| {
+            b.iter_batched(
+                || (left.clone(), right.clone()),
+                |(mut l, mut r)| {
+                    let mut rows = 0u64;
+                    hash_join(&mut l, &mut r, JoinType::Inner, |_, _, _| rows += 1);
+                    black_box(rows)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+        group.bench_function(
+            format!("{name} uniform, pushed into hash buckets, joined by bucket"),
+            |b| {
+                b.iter_batched(
+                    || (left.clone(), right.clone()),
+                    |(l, r)| {
+                        let (mut lb, mut rb) = (KeyBuckets::new(), KeyBuckets::new());
+                        l.into_iter().for_each(|row| lb.push(row));
+                        r.into_iter().for_each(|row| rb.push(row));
+                        let mut rows = 0u64;
+                        let mut count = each_row(
+                            |_: &u64, _: Option<&u32>, _: Option<&u32>, _: &mut Vec<()>| rows += 1,
+                        );
+                        join_buckets_logic(
+                            &mut lb,
+                            &mut rb,
+                            None,
+                            None,
+                            JoinType::Inner,
+                            &mut count,
+                            &mut Vec::new(),
+                        );
+                        black_box(rows)
+                    },
+                    BatchSize::LargeInput,
+                )
             },
-            BatchSize::LargeInput,
-        )
-    });
+        );
+    }
     group.finish();
 }
 
