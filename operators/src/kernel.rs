@@ -155,6 +155,118 @@ impl Slots {
     }
 }
 
+/// The group of `key` (whose tag is `tag`) in `slots` over `rows`; NULL finds nothing.
+#[inline]
+fn find_group<K: JoinKey, V>(slots: &Slots, rows: &[(K, V)], key: &K, tag: u32) -> Option<Group> {
+    if key.is_null() {
+        return None;
+    }
+    let mut at = slots.home(tag);
+    loop {
+        let slot = &slots.slots[at];
+        if slot.tag == 0 {
+            return None;
+        }
+        if slot.tag == tag && rows[slot.start as usize].0 == *key {
+            return Some(Group {
+                start: slot.start,
+                end: slot.end,
+            });
+        }
+        at = slots.next(at);
+    }
+}
+
+/// The groups of up to [`LOOKUP_BATCH`] keys into `found`, their cache misses overlapped: the
+/// home slots of all are prefetched, then the first row of each one's likely run, and only then
+/// is any compared.
+#[inline]
+fn groups_of_keys<K: JoinKey, V>(
+    slots: &Slots,
+    rows: &[(K, V)],
+    keys: &[Option<&K>],
+    found: &mut [Option<Group>],
+) {
+    assert!(keys.len() <= LOOKUP_BATCH && found.len() >= keys.len());
+    let mut tags = [0u32; LOOKUP_BATCH];
+    for (key, tag_of) in keys.iter().zip(&mut tags) {
+        if let Some(key) = key {
+            *tag_of = tag(*key);
+            prefetch(&slots.slots[slots.home(*tag_of)]);
+        }
+    }
+    for (key, &tag) in keys.iter().zip(&tags) {
+        if key.is_some() {
+            if let Some(slot) = slots.candidate(tag) {
+                prefetch(&rows[slot.start as usize]);
+            }
+        }
+    }
+    for ((key, &tag), group) in keys.iter().zip(&tags).zip(found.iter_mut()) {
+        *group = key.and_then(|key| find_group(slots, rows, key, tag));
+    }
+}
+
+impl Group {
+    /// The positions of the group's rows.
+    #[inline]
+    pub fn rows(&self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
+/// The lookup of a [`BuildTable`] over rows that its owner keeps grouped by key (each key's rows
+/// one contiguous run, no NULL keys), for an index that outlives any borrow of them: IB-Join's
+/// broadcast small side, which every large record probes. Keys are found in batches whose cache
+/// misses overlap, as the kernel's probe finds them.
+pub struct GroupedKeys {
+    slots: Slots,
+}
+
+impl GroupedKeys {
+    /// Rows per batch of [`groups_of`](Self::groups_of).
+    pub const BATCH: usize = LOOKUP_BATCH;
+
+    /// The lookup over `rows`, whose group `g` is `rows[starts[g]..starts[g + 1]]`.
+    pub fn new<K: JoinKey, V>(rows: &[(K, V)], starts: &[usize]) -> Self {
+        assert!(rows.len() < NO_GROUP as usize, "too many rows to index");
+        let groups = starts.len().saturating_sub(1);
+        let mut slots = Slots::for_groups(groups);
+        for bounds in starts.windows(2) {
+            let key = &rows[bounds[0]].0;
+            debug_assert!(!key.is_null(), "NULL keys are not indexed");
+            let tag = tag(key);
+            let mut at = slots.home(tag);
+            while slots.slots[at].tag != 0 {
+                debug_assert!(
+                    !(slots.slots[at].tag == tag && rows[slots.slots[at].start as usize].0 == *key),
+                    "a key in two groups: the rows are not grouped"
+                );
+                at = slots.next(at);
+            }
+            let slot = Slot {
+                tag,
+                start: bounds[0] as u32,
+                end: bounds[1] as u32,
+            };
+            slots.fill(at, slot);
+        }
+        GroupedKeys { slots }
+    }
+
+    /// The groups of up to [`BATCH`](Self::BATCH) keys (`None`: no key, nothing found) in
+    /// `rows`, the rows this lookup was made over, into `found`.
+    #[inline]
+    pub fn groups_of<K: JoinKey, V>(
+        &self,
+        rows: &[(K, V)],
+        keys: &[Option<&K>],
+        found: &mut [Option<Group>],
+    ) {
+        groups_of_keys(&self.slots, rows, keys, found);
+    }
+}
+
 impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
     /// Builds the table, reordering `rows`. `track_matches` keeps a matched flag per key, for
     /// outer, semi and anti joins that preserve or filter this side.
@@ -275,19 +387,11 @@ impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
     /// so that the batch's cache misses overlap.
     pub fn groups_of_batch<X>(&self, probe: &[(K, X)], found: &mut [Option<Group>]) {
         assert!(probe.len() <= LOOKUP_BATCH && found.len() >= probe.len());
-        let mut tags = [0u32; LOOKUP_BATCH];
-        for ((key, _), tag_of) in probe.iter().zip(&mut tags) {
-            *tag_of = tag(key);
-            prefetch(&self.slots.slots[self.slots.home(*tag_of)]);
+        let mut keys: [Option<&K>; LOOKUP_BATCH] = [None; LOOKUP_BATCH];
+        for ((key, _), slot) in probe.iter().zip(&mut keys) {
+            *slot = Some(key);
         }
-        for &tag in &tags[..probe.len()] {
-            if let Some(slot) = self.slots.candidate(tag) {
-                prefetch(&self.rows[slot.start as usize]);
-            }
-        }
-        for (((key, _), &tag), group) in probe.iter().zip(&tags).zip(found.iter_mut()) {
-            *group = self.find(key, tag);
-        }
+        groups_of_keys(&self.slots, self.rows, &keys[..probe.len()], found);
     }
 
     /// The number of distinct non-NULL keys.
@@ -312,23 +416,7 @@ impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
 
     #[inline]
     fn find(&self, key: &K, tag: u32) -> Option<Group> {
-        if key.is_null() {
-            return None;
-        }
-        let mut at = self.slots.home(tag);
-        loop {
-            let slot = &self.slots.slots[at];
-            if slot.tag == 0 {
-                return None;
-            }
-            if slot.tag == tag && self.rows[slot.start as usize].0 == *key {
-                return Some(Group {
-                    start: slot.start,
-                    end: slot.end,
-                });
-            }
-            at = self.slots.next(at);
-        }
+        find_group(&self.slots, self.rows, key, tag)
     }
 
     /// The rows of `group`, contiguous.
