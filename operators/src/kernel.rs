@@ -177,33 +177,34 @@ fn find_group<K: JoinKey, V>(slots: &Slots, rows: &[(K, V)], key: &K, tag: u32) 
     }
 }
 
-/// The groups of up to [`LOOKUP_BATCH`] keys into `found`, their cache misses overlapped: the
-/// home slots of all are prefetched, then the first row of each one's likely run, and only then
-/// is any compared.
+/// The groups of the keys of up to [`LOOKUP_BATCH`] `probe` items (`key_of`: an item's key, if
+/// it has one) into `found`, their cache misses overlapped: the home slots of all are
+/// prefetched, then the first row of each one's likely run, and only then is any compared.
 #[inline]
-fn groups_of_keys<K: JoinKey, V>(
+fn groups_of_keys<'k, K: JoinKey + 'k, V, X>(
     slots: &Slots,
     rows: &[(K, V)],
-    keys: &[Option<&K>],
+    probe: &'k [X],
+    key_of: impl Fn(&'k X) -> Option<&'k K>,
     found: &mut [Option<Group>],
 ) {
-    assert!(keys.len() <= LOOKUP_BATCH && found.len() >= keys.len());
+    assert!(probe.len() <= LOOKUP_BATCH && found.len() >= probe.len());
     let mut tags = [0u32; LOOKUP_BATCH];
-    for (key, tag_of) in keys.iter().zip(&mut tags) {
-        if let Some(key) = key {
-            *tag_of = tag(*key);
+    for (item, tag_of) in probe.iter().zip(&mut tags) {
+        if let Some(key) = key_of(item) {
+            *tag_of = tag(key);
             prefetch(&slots.slots[slots.home(*tag_of)]);
         }
     }
-    for (key, &tag) in keys.iter().zip(&tags) {
-        if key.is_some() {
+    for (item, &tag) in probe.iter().zip(&tags) {
+        if key_of(item).is_some() {
             if let Some(slot) = slots.candidate(tag) {
                 prefetch(&rows[slot.start as usize]);
             }
         }
     }
-    for ((key, &tag), group) in keys.iter().zip(&tags).zip(found.iter_mut()) {
-        *group = key.and_then(|key| find_group(slots, rows, key, tag));
+    for ((item, &tag), group) in probe.iter().zip(&tags).zip(found.iter_mut()) {
+        *group = key_of(item).and_then(|key| find_group(slots, rows, key, tag));
     }
 }
 
@@ -263,7 +264,7 @@ impl GroupedKeys {
         keys: &[Option<&K>],
         found: &mut [Option<Group>],
     ) {
-        groups_of_keys(&self.slots, rows, keys, found);
+        groups_of_keys(&self.slots, rows, keys, |key| *key, found);
     }
 }
 
@@ -386,12 +387,7 @@ impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
     /// prefetched, then the first row of each one's likely run, and only then is any compared,
     /// so that the batch's cache misses overlap.
     pub fn groups_of_batch<X>(&self, probe: &[(K, X)], found: &mut [Option<Group>]) {
-        assert!(probe.len() <= LOOKUP_BATCH && found.len() >= probe.len());
-        let mut keys: [Option<&K>; LOOKUP_BATCH] = [None; LOOKUP_BATCH];
-        for ((key, _), slot) in probe.iter().zip(&mut keys) {
-            *slot = Some(key);
-        }
-        groups_of_keys(&self.slots, self.rows, &keys[..probe.len()], found);
+        groups_of_keys(&self.slots, self.rows, probe, |(key, _)| Some(key), found);
     }
 
     /// The number of distinct non-NULL keys.
@@ -942,6 +938,54 @@ mod tests {
         // Few rows: no estimate, a table for every row.
         let few: Vec<(Key, u32)> = (0..100).map(|i| (Key::Int(i % 3), 0)).collect();
         assert_eq!(estimate_distinct(&few), 100);
+    }
+
+    #[test]
+    fn grouped_keys_find_each_run_and_nothing_else() {
+        // 5,000 keys, key i on 1 to 3 consecutive rows, strings among them; absent keys between.
+        let key_of = |i: i64| {
+            if i % 5 == 0 {
+                Key::from(format!("s{i}").as_str())
+            } else {
+                Key::Int(i * 2)
+            }
+        };
+        let mut rows: Vec<(Key, u32)> = Vec::new();
+        let mut starts = Vec::new();
+        for i in 0..5_000i64 {
+            starts.push(rows.len());
+            for _ in 0..=i % 3 {
+                rows.push((key_of(i), i as u32));
+            }
+        }
+        starts.push(rows.len());
+        let lookup = GroupedKeys::new(&rows, &starts);
+        let mut probe: Vec<Option<Key>> = (0..5_000i64).map(|i| Some(key_of(i))).collect();
+        probe.extend((0..1_000i64).map(|i| Some(Key::Int(i * 2 + 1))));
+        probe.push(Some(Key::Null));
+        probe.push(None);
+        let mut found_runs = 0;
+        for batch in probe.chunks(GroupedKeys::BATCH) {
+            let keys: Vec<Option<&Key>> = batch.iter().map(Option::as_ref).collect();
+            let mut found = [None; GroupedKeys::BATCH];
+            lookup.groups_of(&rows, &keys, &mut found);
+            for (key, group) in keys.iter().zip(found) {
+                match (key, group) {
+                    (Some(key), Some(group)) => {
+                        let run = &rows[group.rows()];
+                        let i = run[0].1 as usize;
+                        assert_eq!(group.rows(), starts[i]..starts[i + 1], "{key:?}");
+                        assert!(run.iter().all(|(k, _)| k == *key));
+                        found_runs += 1;
+                    }
+                    (Some(key), None) => {
+                        assert!(key.is_null() || matches!(key, Key::Int(n) if n % 2 == 1));
+                    }
+                    (None, found) => assert_eq!(found, None),
+                }
+            }
+        }
+        assert_eq!(found_runs, 5_000);
     }
 
     #[test]
