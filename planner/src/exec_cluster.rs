@@ -11,20 +11,24 @@
 //! processes. At the end every worker's load, sink summary and strategy report are gathered on
 //! worker 0, so process 0 can describe the whole cluster.
 //!
-//! Networking is timely's own (`CommunicationConfig::Cluster`, the meaning of timely's `-n -p -h`).
+//! Networking is timely's own (`CommunicationConfig::Cluster`, the meaning of timely's `-n -p -h`),
+//! or connections the caller opened and authenticated ([`Network::Connected`]).
 //! `execute_cluster` returns once the join is done everywhere, or an error when the cluster could
 //! not agree; a process that dies makes timely's network threads panic in the others, which then
 //! return an error. Timely waits for peers to connect without a limit; callers that want a bound
 //! keep a watchdog on the call (the `skewjoin` binary does).
 
 use std::cell::RefCell;
+use std::net::TcpStream;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use skewjoin_operators::{JoinKey, JoinType, LoadReport, PartitionLoad, Partitioning, Side};
-use timely::communication::Config as CommunicationConfig;
+use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
+use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
+use timely::communication::{Config as CommunicationConfig, Hooks};
 use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
@@ -35,6 +39,18 @@ use crate::exec::{run_worker, Feed, JobKind, JoinJob, MemoryFeed, PairSink, RowH
 use crate::exec_stream::{RowSource, StreamFeed, StreamJob};
 use crate::report::StrategyReport;
 use crate::strategy::Resolved;
+
+/// How a process connects to the others.
+#[derive(Debug)]
+pub enum Network {
+    /// Timely connects: its handshake is an 8-byte process index, which anyone who can reach the
+    /// port can send; for tests and trusted networks.
+    Timely,
+    /// Connections the caller opened and authenticated, to every other process by index, `None`
+    /// at this one; process `i` must have connected to every `j < i` and accepted from every
+    /// `j > i`, as timely does.
+    Connected(Vec<Option<TcpStream>>),
+}
 
 /// This process's place in a cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -179,7 +195,16 @@ where
     let (how, partitions) = (job.how, job.partitions);
     let rows = ProcessRows::Memory(job);
     run_cluster(
-        rows, how, partitions, spec, facts, decide, make_value, make_sink, on_start,
+        rows,
+        how,
+        partitions,
+        spec,
+        Network::Timely,
+        facts,
+        decide,
+        make_value,
+        make_sink,
+        on_start,
     )
 }
 
@@ -192,11 +217,15 @@ where
 ///
 /// `make_value(side, row, hash)` is called on the reading worker while `source` is sending that
 /// row, so a value may be built from what the source is reading at that moment.
+///
+/// `sockets`, if given, are connections the caller opened (and authenticated) to every other
+/// process, by index, `None` at this one (see [`Network`]); without them timely connects itself.
 #[allow(clippy::too_many_arguments)]
 pub fn execute_cluster_stream<K, R, V, S, D, F, M, C>(
     job: StreamJob,
     source: Arc<R>,
     spec: &ClusterSpec,
+    network: Network,
     facts: ProcessFacts,
     decide: D,
     make_value: F,
@@ -232,6 +261,7 @@ where
         job.how,
         job.partitions,
         spec,
+        network,
         facts,
         decide,
         make_value,
@@ -259,6 +289,7 @@ fn run_cluster<K, V, S, D, F, M, C>(
     how: JoinType,
     partitions: usize,
     spec: &ClusterSpec,
+    network: Network,
     facts: ProcessFacts,
     decide: D,
     make_value: F,
@@ -281,22 +312,49 @@ where
     spec.check(partitions)?;
     let threads = spec.threads;
     let process = spec.process;
-    let config = timely::Config {
-        communication: CommunicationConfig::Cluster {
+    let (allocators, guard) = match network {
+        Network::Timely => CommunicationConfig::Cluster {
             threads,
             process,
             addresses: spec.addresses.clone(),
             report: false,
             zerocopy: false,
-        },
-        worker: WorkerConfig::default(),
+        }
+        .try_build()?,
+        Network::Connected(sockets) => {
+            if sockets.len() != spec.processes()
+                || sockets
+                    .iter()
+                    .enumerate()
+                    .any(|(i, s)| s.is_none() != (i == process))
+            {
+                return Err(format!(
+                    "{} connections given for {} processes; every process but this one needs one",
+                    sockets.iter().flatten().count(),
+                    spec.processes()
+                ));
+            }
+            let hooks = Hooks::default();
+            let local = ProcessBuilder::new_typed_vector(
+                threads,
+                hooks.refill.clone(),
+                hooks.spill.clone(),
+            );
+            let (builders, guard) =
+                initialize_networking_from_sockets(local, sockets, process, threads, hooks)
+                    .map_err(|error| format!("failed to initialize networking: {error}"))?;
+            let builders = builders.into_iter().map(AllocatorBuilder::Tcp).collect();
+            (builders, Box::new(guard) as Box<dyn std::any::Any + Send>)
+        }
     };
     // The join's time starts when the cluster has formed, not while processes wait for each other.
     let start = Arc::new(std::sync::OnceLock::new());
     let started = Arc::clone(&start);
     let rows = Arc::new(rows);
-    let guards = timely::execute(
-        config,
+    let guards = timely::execute::execute_from(
+        allocators,
+        guard,
+        WorkerConfig::default(),
         move |worker| -> Result<WorkerReturn<S::Summary>, String> {
             started.get_or_init(Instant::now);
             on_start();
@@ -660,6 +718,7 @@ mod tests {
                                     stream,
                                     source,
                                     &spec,
+                                    Network::Timely,
                                     facts,
                                     decide,
                                     value,

@@ -1,7 +1,9 @@
 //! Cluster mode: `skewjoin join ... --processes N --process I --hostfile FILE` runs process `I` of
-//! a timely cluster of `N` processes (timely's own networking; the hostfile has one `host:port`
-//! per process, as timely's `-h`), and `skewjoin cluster --processes N -- join ...` starts `N`
-//! such processes on this machine, on free loopback ports.
+//! a timely cluster of `N` processes (the hostfile has one `host:port` per process, as timely's
+//! `-h`), and `skewjoin cluster --processes N -- join ...` starts `N` such processes on this
+//! machine, on free loopback ports, with a secret of the run. The connections are opened and
+//! authenticated here ([`handshake`]), where the processes also compare everything that must
+//! agree ([`agreed_fields`]), and only then handed to timely.
 //!
 //! Each process reads only its share of each input (row groups of Parquet, record batches of
 //! Arrow IPC, byte ranges of CSV; see [`crate::io::read_table_share`]), streaming it into the join
@@ -9,8 +11,9 @@
 //! own workers. The processes agree on cluster-wide row counts before anything is planned,
 //! so every one runs the same plan. Output is written as one part file per worker,
 //! `DIR/part-WWWWW.EXT`, and process 0 writes `DIR/_manifest.json` (every part with its row count
-//! and checksum, and the totals) once all parts are complete: a directory without a manifest is
-//! not a finished output. Without `--output` only the row count and checksum are computed, and
+//! and checksum, and the totals) once all parts are complete; the parts are written in a
+//! directory of the run beside `DIR`, moved into place whole when complete ([`staged_dir`]), so a
+//! failed run leaves an earlier output as it was. Without `--output` only the row count and checksum are computed, and
 //! rows travel as a row number and a hash; with it, each row's contents travel with it (Arrow's
 //! row format, encoded a batch at a time as it is read), because the worker that joins a pair may
 //! be on a process that read neither row.
@@ -20,24 +23,29 @@
 //! with code 5; a process that dies during the join makes timely's connections to it fail, and
 //! the others exit with code 5 and remove the part files they wrote.
 
+mod handshake;
+
+use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use arrow::array::{RecordBatch, RecordBatchOptions};
+use arrow::array::{Array, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use arrow::row::{RowConverter, Rows, SortField};
 use clap::Args;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use skewjoin_operators::{JoinType, Side};
 use skewjoin_planner::exec::{CarriedRow, PairSink, RowRef, RowValue};
 use skewjoin_planner::exec_cluster::{
-    execute_cluster_stream, ClusterFacts, ClusterSpec, ProcessFacts,
+    execute_cluster_stream, ClusterFacts, ClusterSpec, Network, ProcessFacts,
 };
 use skewjoin_planner::exec_stream::StreamJob;
 use skewjoin_planner::strategy::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
@@ -75,6 +83,90 @@ pub struct ClusterArgs {
     /// Cluster mode: seconds to wait for every process to connect before giving up (exit 5).
     #[arg(long, default_value_t = 30)]
     pub connect_timeout: u64,
+    /// Cluster mode: a file holding the cluster's shared secret (at least 16 bytes, not
+    /// readable by others): processes prove they hold it before they join. Or set
+    /// SKEWJOIN_CLUSTER_SECRET; `skewjoin cluster` makes one for each run.
+    #[arg(long, value_name = "PATH", requires = "processes")]
+    pub cluster_secret_file: Option<PathBuf>,
+    /// Cluster mode without a secret: anyone who can reach a process's port can join the
+    /// cluster or feed it data; only on a trusted private network.
+    #[arg(long, requires = "processes")]
+    pub insecure: bool,
+}
+
+/// The environment variable that may hold the cluster secret instead of a file; `skewjoin
+/// cluster` passes its children the secret it made this way, not on their command lines.
+pub const SECRET_ENV: &str = "SKEWJOIN_CLUSTER_SECRET";
+
+/// The fewest bytes a secret may have.
+const SECRET_MIN_BYTES: usize = 16;
+
+/// How to make a secret, for messages.
+const MAKE_A_SECRET: &str = "make one with `(umask 077; head -c 32 /dev/urandom | base64 > \
+                             cluster.secret)`, copy it to every machine and give every process \
+                             --cluster-secret-file cluster.secret";
+
+/// The cluster's shared secret: `--cluster-secret-file`, else SKEWJOIN_CLUSTER_SECRET, else none
+/// with `--insecure` (an empty key); without any, cluster mode refuses to start.
+fn cluster_secret(cluster: &ClusterArgs) -> Result<Vec<u8>> {
+    let secret = if let Some(path) = &cluster.cluster_secret_file {
+        let shown = path.display();
+        let metadata = std::fs::metadata(path).map_err(|error| {
+            Error::Usage(format!(
+                "--cluster-secret-file {shown}: cannot read it: {error}; {MAKE_A_SECRET}"
+            ))
+        })?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            if metadata.permissions().mode() & 0o007 != 0 {
+                return Err(Error::Usage(format!(
+                    "--cluster-secret-file {shown}: anyone on this machine can read it; make it \
+                     private with `chmod 600 {shown}`"
+                )));
+            }
+        }
+        let bytes = std::fs::read(path).map_err(|error| {
+            Error::Usage(format!(
+                "--cluster-secret-file {shown}: cannot read it: {error}; {MAKE_A_SECRET}"
+            ))
+        })?;
+        let text_end = bytes
+            .iter()
+            .rposition(|byte| !byte.is_ascii_whitespace())
+            .map_or(0, |end| end + 1);
+        let secret = bytes[..text_end].to_vec();
+        if secret.len() < SECRET_MIN_BYTES {
+            return Err(Error::Usage(format!(
+                "--cluster-secret-file {shown} holds {} bytes; a secret needs at least \
+                 {SECRET_MIN_BYTES}: {MAKE_A_SECRET}",
+                secret.len()
+            )));
+        }
+        secret
+    } else if let Some(value) = std::env::var_os(SECRET_ENV) {
+        let secret = value.into_encoded_bytes();
+        if secret.len() < SECRET_MIN_BYTES {
+            return Err(Error::Usage(format!(
+                "{SECRET_ENV} holds {} bytes; a secret needs at least {SECRET_MIN_BYTES}: \
+                 {MAKE_A_SECRET}",
+                secret.len()
+            )));
+        }
+        secret
+    } else if cluster.insecure {
+        eprintln!(
+            "skewjoin: warning: --insecure: any program that can reach this process's port can \
+             join the cluster or feed it data"
+        );
+        Vec::new()
+    } else {
+        return Err(Error::Usage(format!(
+            "cluster mode needs a shared secret, so that only your processes can join the \
+             cluster: {MAKE_A_SECRET} (or set {SECRET_ENV}); --insecure runs without one, on a \
+             trusted private network only"
+        )));
+    };
+    Ok(secret)
 }
 
 impl ClusterArgs {
@@ -208,6 +300,23 @@ impl RowBuffer {
         let columns = converter.convert_rows(rows).map_err(|error| {
             Error::Internal(format!("decoding rows sent between processes: {error}"))
         })?;
+        // Arrow's row format gives a dictionary column back as its values: encode it again.
+        let columns = columns
+            .into_iter()
+            .zip(schema.fields())
+            .map(|(column, field)| {
+                if column.data_type() == field.data_type() {
+                    return Ok(column);
+                }
+                arrow::compute::cast(&column, field.data_type()).map_err(|error| {
+                    Error::Internal(format!(
+                        "rebuilding column {} as {}: {error}",
+                        field.name(),
+                        field.data_type()
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let options = RecordBatchOptions::new().with_row_count(Some(self.ends.len()));
         RecordBatch::try_new_with_options(schema.clone(), columns, &options)
             .map_err(|error| Error::Internal(format!("rebuilding rows: {error}")))
@@ -367,112 +476,186 @@ pub struct ManifestPart {
 /// The manifest's file name in the output directory.
 pub const MANIFEST: &str = "_manifest.json";
 
-/// Stops the process with exit code 5 unless `connected` is set within `timeout`.
-fn connect_watchdog(timeout: Duration, processes: usize, hostfile: &Path) -> Arc<AtomicBool> {
-    let connected = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&connected);
-    let hostfile = hostfile.display().to_string();
-    std::thread::spawn(move || {
-        let start = Instant::now();
-        while !flag.load(Ordering::Acquire) {
-            if start.elapsed() >= timeout {
-                crate::interrupt::abort(
-                    Error::Cluster(String::new()).exit_code(),
-                    &format!(
-                        "the {processes} processes of the cluster did not all connect within {} s; \
-                         check that every process was started with the same --hostfile \
-                         ({hostfile}), that its addresses are reachable from here, and raise \
-                         --connect-timeout if processes start slowly",
-                        timeout.as_secs()
-                    ),
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    });
-    connected
-}
-
-/// Timely prints its connection attempts on standard output, where scripts read our `rows` and
-/// `checksum` lines; while the cluster forms, standard output goes to standard error instead (to
-/// nowhere with `--quiet`).
-struct StdoutAside {
-    saved: std::sync::Mutex<Option<i32>>,
-}
-
-impl StdoutAside {
-    fn new(quiet: bool) -> StdoutAside {
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-        // SAFETY: dup, dup2 and open on the process's own descriptors and a C string literal;
-        // on failure (-1) nothing is redirected and nothing is restored.
-        let saved = unsafe {
-            let target = if quiet {
-                libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY)
-            } else {
-                2
-            };
-            let saved = libc::dup(1);
-            let redirected = target >= 0 && saved >= 0 && libc::dup2(target, 1) >= 0;
-            if quiet && target >= 0 {
-                libc::close(target);
-            }
-            redirected.then_some(saved)
-        };
-        StdoutAside {
-            saved: std::sync::Mutex::new(saved),
-        }
-    }
-
-    /// Puts standard output back; later calls do nothing.
-    fn restore(&self) {
-        let saved = self.saved.lock().map(|mut saved| saved.take());
-        if let Ok(Some(saved)) = saved {
-            // SAFETY: `saved` is the descriptor dup returned above, restored and closed once.
-            unsafe {
-                libc::dup2(saved, 1);
-                libc::close(saved);
-            }
-        }
-    }
-}
-
-/// A hash of the arguments that every process must share, and of the schemas each read.
-fn fingerprint(
+/// Everything that must agree between the processes of a run, by name, as each process shows it
+/// to the others in the handshake: a process started on other files, another output, other
+/// flags or another worker count would give a wrong or mixed result, so the run stops, naming
+/// each field that differs.
+fn agreed_fields(
     args: &JoinArgs,
-    threads: usize,
+    spec: &ClusterSpec,
     partitions: usize,
+    output: Option<&(PathBuf, FileFormat)>,
     (left, right): (&SchemaRef, &SchemaRef),
-) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    (
-        &args.run.how,
-        &args.strategy,
-        &args.on,
-        &args.left_on,
-        &args.right_on,
-        threads,
-        partitions,
-        args.output.is_some(),
-        &args.output_format,
-        (
+) -> Result<BTreeMap<String, String>> {
+    let mut fields = BTreeMap::new();
+    let mut put = |name: &str, value: String| {
+        fields.insert(name.to_string(), value);
+    };
+    for (side, path, schema) in [("left", &args.left, left), ("right", &args.right, right)] {
+        put(&format!("{side} input"), path.display().to_string());
+        put(&format!("{side} input size"), file_size(path)?);
+        put(&format!("{side} input content"), content_digest(path)?);
+        put(&format!("{side} schema"), format!("{schema:?}"));
+    }
+    match output {
+        Some((dir, format)) => {
+            put("--output", dir.display().to_string());
+            put("output format", format.to_string());
+        }
+        None => put("--output", "(none)".into()),
+    }
+    put("--processes", spec.processes().to_string());
+    put("--workers per process", spec.threads.to_string());
+    put("--partitions", partitions.to_string());
+    put("--how", args.run.how.clone());
+    put("--strategy", args.strategy.clone());
+    put(
+        "key columns",
+        format!("{:?} {:?} {:?}", args.on, args.left_on, args.right_on),
+    );
+    put(
+        "tuning",
+        format!(
+            "hot {:?}, broadcast {:?}, leaf {:?}, fanout {:?}, statistics {:?}, virtual {:?}, \
+             sample {:?}",
             args.hot_per_mille,
             args.broadcast_per_mille,
             args.leaf,
             args.fanout,
+            args.statistics,
+            args.run.virtual_per_partition,
+            args.run.sample_fraction,
         ),
-        format!("{:?}", args.statistics),
-    )
-        .hash(&mut hasher);
-    (
-        args.run.virtual_per_partition,
-        args.run.sample_fraction.to_bits(),
-        args.broadcast_limit,
-        args.memory_limit,
-    )
-        .hash(&mut hasher);
-    format!("{left:?}{right:?}").hash(&mut hasher);
+    );
+    put(
+        "memory limits",
+        format!(
+            "broadcast {:?}, memory {:?}",
+            args.broadcast_limit, args.memory_limit
+        ),
+    );
+    Ok(fields)
+}
+
+fn file_size(path: &Path) -> Result<String> {
+    std::fs::metadata(path)
+        .map(|metadata| metadata.len().to_string())
+        .map_err(|error| Error::Input(format!("{}: cannot read it: {error}", path.display())))
+}
+
+/// The bytes of each end of an input that go into [`content_digest`].
+const DIGEST_END_BYTES: u64 = 64 * 1024;
+
+/// A SHA-256 of the first and last 64 KiB of a file, where a Parquet file keeps its footer: files
+/// copied between machines keep it, where they may not keep their modification times.
+fn content_digest(path: &Path) -> Result<String> {
+    let fail = |error: std::io::Error| {
+        Error::Input(format!("{}: cannot read it: {error}", path.display()))
+    };
+    let mut file = std::fs::File::open(path).map_err(fail)?;
+    let size = file.metadata().map_err(fail)?.len();
+    let mut hasher = Sha256::new();
+    let mut buffer = Vec::new();
+    (&mut file)
+        .take(DIGEST_END_BYTES)
+        .read_to_end(&mut buffer)
+        .map_err(fail)?;
+    hasher.update(&buffer);
+    if size > DIGEST_END_BYTES {
+        buffer.clear();
+        file.seek(SeekFrom::Start(
+            size.saturating_sub(DIGEST_END_BYTES).max(DIGEST_END_BYTES),
+        ))
+        .map_err(fail)?;
+        file.take(DIGEST_END_BYTES)
+            .read_to_end(&mut buffer)
+            .map_err(fail)?;
+        hasher.update(&buffer);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .take(12)
+        .map(|byte| format!("{byte:02x}"))
+        .collect())
+}
+
+/// A hash of [`agreed_fields`], for the facts the processes compare once more as they plan.
+fn fingerprint(fields: &BTreeMap<String, String>) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    fields.hash(&mut hasher);
     hasher.finish()
+}
+
+/// Where a cluster output is written until it is complete: a hidden directory beside the target
+/// named by the run, the same on every process (process 0's token from the handshake), so that
+/// processes sharing a file system write into one directory, and a failed run never touches the
+/// previous output.
+fn staged_dir(target: &Path, run: &str) -> PathBuf {
+    let name = target.file_name().map_or_else(
+        || "output".to_string(),
+        |name| name.to_string_lossy().into_owned(),
+    );
+    target.with_file_name(format!(".{name}.{}.partial", &run[..run.len().min(16)]))
+}
+
+/// The file process 0 keeps in the staged directory while the run goes on: a process that
+/// finds it at the end shares process 0's file system and leaves the directory to it.
+const PROCESS_0_MARK: &str = ".process-0";
+
+/// Whether `name` is a file that a cluster output holds: an existing output directory holding
+/// only these may be replaced by a new run.
+fn is_output_file(name: &str) -> bool {
+    name == MANIFEST || name.starts_with("part-") || name.starts_with(".part-")
+}
+
+/// Refuses an existing `--output` directory that holds anything but a cluster output's files:
+/// replacing it would lose them.
+fn check_replaceable(dir: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !is_output_file(&name) {
+            return Err(Error::Usage(format!(
+                "--output {} exists and holds {name:?}, which is not part of a skewjoin output: \
+                 a cluster run replaces the whole directory; give a new path",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Moves the complete output `staged` onto `target`, replacing an earlier output there (its
+/// files are removed once the new one is in place; see [`check_replaceable`]).
+fn put_in_place(staged: &Path, target: &Path) -> Result<()> {
+    let fail = |error: std::io::Error| {
+        Error::Io(format!(
+            "--output {}: cannot move the finished output {} into place: {error}",
+            target.display(),
+            staged.display()
+        ))
+    };
+    if !target.exists() {
+        return std::fs::rename(staged, target).map_err(fail);
+    }
+    let old = staged.with_extension("old");
+    std::fs::rename(target, &old).map_err(fail)?;
+    if let Err(error) = std::fs::rename(staged, target) {
+        let _ = std::fs::rename(&old, target);
+        return Err(fail(error));
+    }
+    if let Ok(entries) = std::fs::read_dir(&old) {
+        for entry in entries.flatten() {
+            if is_output_file(&entry.file_name().to_string_lossy()) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(&old);
+    Ok(())
 }
 
 /// The strategy for the cluster-wide facts: `auto` as on one process, except that without every
@@ -526,6 +709,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
         )));
     }
     let addresses = read_hostfile(&hostfile, processes)?;
+    let secret = cluster_secret(cluster)?;
     let mut progress = Progress::new(args.quiet);
     let how = parse_how(&args.run.how)?;
     let strategy: Strategy = args
@@ -569,6 +753,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
                     dir.display()
                 )));
             }
+            check_replaceable(dir)?;
             Some((dir.clone(), format))
         }
         None => None,
@@ -599,17 +784,34 @@ pub fn join(args: JoinArgs) -> Result<()> {
         processes - 1
     ));
 
+    let fields = agreed_fields(
+        &args,
+        &spec,
+        partitions,
+        output.as_ref(),
+        (&left.input.schema, &right.input.schema),
+    )?;
     let facts = ProcessFacts {
         left_rows,
         right_rows,
         broadcast_limit: broadcast_budget(args.broadcast_limit, args.memory_limit, threads).rows,
-        fingerprint: fingerprint(
-            &args,
-            threads,
-            partitions,
-            (&left.input.schema, &right.input.schema),
-        ),
+        fingerprint: fingerprint(&fields),
     };
+    let timeout = Duration::from_secs(args.cluster.connect_timeout);
+    let token = handshake::random_hex(16)
+        .map_err(|error| Error::Io(format!("cannot make a random run token: {error}")))?;
+    let joined = handshake::join(handshake::Handshake {
+        process,
+        addresses: spec.addresses.clone(),
+        secret,
+        facts: handshake::Facts { fields, token },
+        deadline: Instant::now() + timeout,
+        timeout,
+    })
+    .map_err(|message| Error::Cluster(format!("process {process}: {message}")))?;
+    progress.say(&format!(
+        "process {process}: connected to every process, all started with the same arguments"
+    ));
     let job = StreamJob {
         left_rows,
         right_rows,
@@ -623,60 +825,55 @@ pub fn join(args: JoinArgs) -> Result<()> {
     let decide = move |facts: &ClusterFacts| {
         cluster_choice(strategy, how, facts, total_workers, &decide_args).map(|c| c.resolved)
     };
-    let connected = connect_watchdog(
-        Duration::from_secs(args.cluster.connect_timeout),
-        processes,
-        &hostfile,
-    );
-    let stdout = StdoutAside::new(args.quiet);
-    let on_start = move || {
-        connected.store(true, Ordering::Release);
-        stdout.restore();
-    };
     stop_on_peer_failure(process);
     let counter = progress.output_counter();
     let read = progress.read_counter(left_rows + right_rows);
     progress.watch(&counter);
 
+    // The output is written into a directory of this run beside the target, moved into place
+    // once complete.
+    let staged = output.as_ref().map(|(dir, _)| staged_dir(dir, &joined.run));
     let first_worker = process * threads;
-    let own_parts: Vec<PathBuf> = match &output {
-        Some((dir, format)) => (first_worker..first_worker + threads)
-            .map(|worker| dir.join(part_name(worker, *format)))
+    let own_parts: Vec<PathBuf> = match (&output, &staged) {
+        (Some((_, format)), Some(staged)) => (first_worker..first_worker + threads)
+            .map(|worker| staged.join(part_name(worker, *format)))
             .collect(),
-        None => Vec::new(),
+        _ => Vec::new(),
     };
     // Finished parts are removed too if the run is interrupted or a peer fails: without every
     // part the output is not complete.
-    let _registered: Vec<_> = own_parts
+    let mut registered: Vec<_> = own_parts
         .iter()
         .map(|part| crate::interrupt::Registered::new(part))
         .collect();
-    let created_dir = match &output {
-        Some((dir, _)) => crate::interrupt::CreatedDir::create(dir).map_err(|error| {
-            Error::Io(format!(
-                "--output {}: cannot create the directory: {error}",
-                dir.display()
-            ))
-        })?,
+    let staged_registration = match &staged {
+        Some(staged) => {
+            // Processes sharing a file system create it together.
+            match std::fs::create_dir(staged) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(error) => {
+                    return Err(Error::Io(format!(
+                        "--output: cannot create the directory {} to write the parts in: {error}",
+                        staged.display()
+                    )))
+                }
+            }
+            if process == 0 {
+                let mark = staged.join(PROCESS_0_MARK);
+                registered.push(crate::interrupt::Registered::new(&mark));
+                std::fs::write(&mark, b"").map_err(|error| {
+                    Error::Io(format!("{}: cannot write: {error}", mark.display()))
+                })?;
+            }
+            Some(crate::interrupt::CreatedDir::adopt(staged))
+        }
         None => None,
     };
+    let network = Network::Connected(joined.sockets);
     let count_counter = counter.clone();
-    let result = match &output {
-        None => execute_cluster_stream(
-            job,
-            Arc::new(FileSource::new([left, right], [None, None], read)),
-            &spec,
-            facts,
-            decide,
-            |_, row, hash| -> RowRef { (row, hash) },
-            move |_| CountSink(OutputTally::new(count_counter.clone())),
-            on_start,
-        ),
-        Some((dir, format)) => {
-            if process == 0 {
-                // A manifest from an earlier run must not vouch for this one's parts.
-                let _ = std::fs::remove_file(dir.join(MANIFEST));
-            }
+    let result = match (&output, &staged) {
+        (Some((_, format)), Some(staged)) => {
             let (left_schema, right_schema) = (
                 Arc::clone(&left.input.schema),
                 Arc::clone(&right.input.schema),
@@ -686,7 +883,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
             let right_encoder = Arc::new(RowEncoder::new(&right)?);
             let layout = Arc::new(PartLayout {
                 how,
-                dir: dir.clone(),
+                dir: staged.clone(),
                 format: *format,
                 schema,
                 sides: [
@@ -705,6 +902,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
                 job,
                 source,
                 &spec,
+                network,
                 facts,
                 decide,
                 move |side, row, hash| CarriedRow {
@@ -713,15 +911,31 @@ pub fn join(args: JoinArgs) -> Result<()> {
                     bytes: encoders[side_index(side)].bytes(row),
                 },
                 move |worker| PartSink::new(Arc::clone(&layout), worker, counter.clone()),
-                on_start,
+                || {},
             )
         }
+        _ => execute_cluster_stream(
+            job,
+            Arc::new(FileSource::new([left, right], [None, None], read)),
+            &spec,
+            network,
+            facts,
+            decide,
+            |_, row, hash| -> RowRef { (row, hash) },
+            move |_| CountSink(OutputTally::new(count_counter.clone())),
+            || {},
+        ),
     };
     let remove_parts = || {
         for part in &own_parts {
             let _ = std::fs::remove_file(part);
         }
-        if let Some(dir) = &created_dir {
+        if let Some(staged) = &staged {
+            if process == 0 {
+                let _ = std::fs::remove_file(staged.join(PROCESS_0_MARK));
+            }
+        }
+        if let Some(dir) = &staged_registration {
             dir.remove_if_empty();
         }
     };
@@ -751,6 +965,18 @@ pub fn join(args: JoinArgs) -> Result<()> {
         .iter()
         .fold(0u64, |sum, (_, s)| sum.wrapping_add(s.checksum));
     if !output_run.whole_cluster {
+        if let (Some((dir, _)), Some(staged)) = (&output, &staged) {
+            // Process 0 moves the directory into place when it shares this file system (its mark
+            // or, once done, its manifest is there, or the directory is gone); on a machine of
+            // its own this process moves its own parts into place.
+            let shared = !staged.exists()
+                || staged.join(PROCESS_0_MARK).exists()
+                || staged.join(MANIFEST).exists();
+            if !shared {
+                put_in_place(staged, dir)?;
+            }
+        }
+        drop(registered);
         if !args.quiet {
             eprintln!(
                 "skewjoin: process {process} of {processes}: done; its workers produced {rows} \
@@ -761,7 +987,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
     }
     let choice = cluster_choice(strategy, how, &output_run.facts, total_workers, &args)
         .map_err(Error::Usage)?;
-    if let Some((dir, format)) = &output {
+    if let (Some((dir, format)), Some(staged)) = (&output, &staged) {
         let manifest = Manifest {
             format: format.to_string(),
             rows,
@@ -781,8 +1007,11 @@ pub fn join(args: JoinArgs) -> Result<()> {
         };
         let text = serde_json::to_string_pretty(&manifest)
             .map_err(|e| Error::Internal(format!("cannot encode the manifest: {e}")))?;
-        write_atomically(&dir.join(MANIFEST), &(text + "\n"))?;
+        write_atomically(&staged.join(MANIFEST), &(text + "\n"))?;
+        let _ = std::fs::remove_file(staged.join(PROCESS_0_MARK));
+        put_in_place(staged, dir)?;
     }
+    drop(registered);
     let report = RunReport {
         output_rows: rows,
         checksum,
@@ -807,8 +1036,11 @@ pub fn join(args: JoinArgs) -> Result<()> {
     }
     if !args.quiet {
         if args.output.is_none() {
-            println!("rows\t{rows}");
-            println!("checksum\t{}", checksum_hex(checksum));
+            // A reader that stopped reading (`| head -1`) ends this quietly, as it does `cat`.
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "rows\t{rows}")
+                .and_then(|()| writeln!(stdout, "checksum\t{}", checksum_hex(checksum)))
+                .and_then(|()| stdout.flush());
         }
         eprintln!("{}", metrics.summary());
     }
@@ -936,8 +1168,62 @@ pub struct LaunchArgs {
     pub command: Vec<String>,
 }
 
-/// `skewjoin cluster --processes N -- join ...`: starts N processes on free loopback ports,
-/// waits for them, and exits with the first failure's code (stopping the others) or 0.
+/// Sends SIGTERM to `child`, which removes its unfinished files and exits.
+fn terminate(child: &Child) {
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: kill on the pid of a child not yet waited for, so not reused.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+    }
+}
+
+/// How long stopped children get to clean up before they are killed outright.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Stops every running child with SIGTERM and waits for them; one still running after
+/// [`STOP_GRACE`] is killed.
+fn stop_children(children: &mut [Option<Child>]) {
+    for child in children.iter().flatten() {
+        terminate(child);
+    }
+    let start = Instant::now();
+    while children.iter().any(Option::is_some) {
+        for slot in children.iter_mut() {
+            let Some(child) = slot else { continue };
+            match child.try_wait() {
+                Ok(None) if start.elapsed() < STOP_GRACE => {}
+                Ok(None) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    *slot = None;
+                }
+                _ => *slot = None,
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// "signal 9 (SIGKILL)" for a status that ended by a signal.
+fn describe_signal(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let Some(signal) = status.signal() else {
+        return "a signal".into();
+    };
+    let name = match signal {
+        libc::SIGKILL => " (SIGKILL)",
+        libc::SIGTERM => " (SIGTERM)",
+        libc::SIGINT => " (SIGINT)",
+        libc::SIGSEGV => " (SIGSEGV)",
+        libc::SIGABRT => " (SIGABRT)",
+        libc::SIGBUS => " (SIGBUS)",
+        libc::SIGPIPE => " (SIGPIPE)",
+        _ => "",
+    };
+    format!("signal {signal}{name}")
+}
+
 /// The `--output` of the join arguments `command` (starting with `join`), if they parse.
 fn output_of(command: &[String]) -> Option<PathBuf> {
     let arguments = std::iter::once("skewjoin").chain(command.iter().map(String::as_str));
@@ -950,6 +1236,8 @@ fn output_of(command: &[String]) -> Option<PathBuf> {
     }
 }
 
+/// `skewjoin cluster --processes N -- join ...`: starts N processes on free loopback ports,
+/// waits for them, and exits with the first failure's code (stopping the others) or 0.
 pub fn launch(args: LaunchArgs) -> Result<()> {
     if args.processes == 0 {
         return Err(Error::Usage("--processes must be at least 1".into()));
@@ -960,7 +1248,14 @@ pub fn launch(args: LaunchArgs) -> Result<()> {
                 .into(),
         ));
     }
-    for flag in ["--processes", "-n", "--process", "--hostfile"] {
+    for flag in [
+        "--processes",
+        "-n",
+        "--process",
+        "--hostfile",
+        "--cluster-secret-file",
+        "--insecure",
+    ] {
         if args
             .command
             .iter()
@@ -987,12 +1282,18 @@ pub fn launch(args: LaunchArgs) -> Result<()> {
     drop(listeners);
     std::fs::write(&hostfile, addresses.join("\n") + "\n")
         .map_err(|error| Error::Io(format!("{}: cannot write: {error}", hostfile.display())))?;
+    // A secret of this run only, in the children's environment: not on their command lines,
+    // which anyone on the machine can read.
+    let secret = handshake::random_hex(32)
+        .map_err(|error| Error::Io(format!("cannot make a cluster secret: {error}")))?;
     let exe = std::env::current_exe()
         .map_err(|error| Error::Io(format!("cannot find the skewjoin executable: {error}")))?;
     // An output directory this run creates: each process removes it on failure if it created it
     // and it is empty by then, but another process's part may still have been in it; once every
     // process has stopped, it goes if it is empty.
     let new_output_dir = output_of(&args.command).filter(|dir| !dir.exists());
+    // SIGTERM or SIGINT to this process alone (as a supervisor sends it) stops the children too.
+    crate::interrupt::forward_to_children();
     let mut children: Vec<Option<Child>> = Vec::new();
     for process in 0..args.processes {
         let child = Process::new(&exe)
@@ -1003,12 +1304,22 @@ pub fn launch(args: LaunchArgs) -> Result<()> {
             .arg(process.to_string())
             .arg("--hostfile")
             .arg(&hostfile)
+            .env(SECRET_ENV, &secret)
             .spawn()
             .map_err(|error| Error::Io(format!("cannot start process {process}: {error}")))?;
         children.push(Some(child));
     }
     let mut failure: Option<(usize, i32)> = None;
+    let secondary = Error::Cluster(String::new()).exit_code();
     while children.iter().any(Option::is_some) {
+        if crate::interrupt::interrupted() {
+            stop_children(&mut children);
+            if let Some(dir) = &new_output_dir {
+                let _ = std::fs::remove_dir(dir);
+            }
+            eprintln!("\nskewjoin cluster: interrupted; stopped every process");
+            std::process::exit(crate::interrupt::INTERRUPTED_EXIT_CODE);
+        }
         for (process, slot) in children.iter_mut().enumerate() {
             let Some(child) = slot else { continue };
             match child.try_wait() {
@@ -1016,10 +1327,21 @@ pub fn launch(args: LaunchArgs) -> Result<()> {
                     *slot = None;
                     // A process that lost its peers (a cluster failure) is reported only if no
                     // process failed for a reason of its own, which is the cause.
-                    let secondary = Error::Cluster(String::new()).exit_code();
                     let cause = failure.is_none_or(|(_, code)| code == secondary);
                     if !status.success() && cause {
-                        failure = Some((process, status.code().unwrap_or(1)));
+                        let code = match status.code() {
+                            Some(code) => code,
+                            None => {
+                                // Killed by a signal: it could not say why, so it is the
+                                // cluster's failure.
+                                eprintln!(
+                                    "skewjoin cluster: process {process} was killed by {}",
+                                    describe_signal(status)
+                                );
+                                secondary
+                            }
+                        };
+                        failure = Some((process, code));
                     }
                 }
                 Ok(None) => {}
@@ -1034,10 +1356,7 @@ pub fn launch(args: LaunchArgs) -> Result<()> {
             // The others would wait for the failed one until their own timeouts; stop them now,
             // with SIGTERM so they remove their unfinished files.
             for child in children.iter_mut().flatten() {
-                let _ = Process::new("kill")
-                    .arg("-TERM")
-                    .arg(child.id().to_string())
-                    .status();
+                terminate(child);
             }
             // One that had already failed for a reason of its own, unseen when its peer's lost
             // connection was, is the cause: a code other than the secondary one and than the
@@ -1045,7 +1364,6 @@ pub fn launch(args: LaunchArgs) -> Result<()> {
             for (process, slot) in children.iter_mut().enumerate() {
                 let Some(child) = slot else { continue };
                 let Ok(status) = child.wait() else { continue };
-                let secondary = Error::Cluster(String::new()).exit_code();
                 let own = status.code().filter(|&code| {
                     code != 0
                         && code != secondary

@@ -7,6 +7,7 @@
 //! runs on a thread of its own (the `ctrlc` crate), removes what is registered and exits.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// A set of files to remove on an interrupt.
@@ -67,10 +68,29 @@ fn clean_up() -> (usize, [std::sync::MutexGuard<'static, Vec<PathBuf>>; 2]) {
 /// The exit code of an interrupted run (128 + SIGINT, what shells report).
 pub const INTERRUPTED_EXIT_CODE: i32 = 130;
 
+/// Set by a process that forwards interrupts to its children (`skewjoin cluster`): the handler
+/// then only records the interrupt, and the process stops its children before it exits.
+static FORWARDING: AtomicBool = AtomicBool::new(false);
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// From now on an interrupt is only recorded, for [`interrupted`] to see.
+pub fn forward_to_children() {
+    FORWARDING.store(true, Ordering::Release);
+}
+
+/// Whether SIGINT or SIGTERM came since [`forward_to_children`].
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Acquire)
+}
+
 /// Installs the handler; once per process (later calls do nothing).
 pub fn install() {
     // An error means a handler is already installed: keep it.
     let _ = ctrlc::set_handler(|| {
+        if FORWARDING.load(Ordering::Acquire) {
+            INTERRUPTED.store(true, Ordering::Release);
+            return;
+        }
         let (removed, _held) = clean_up();
         if removed > 0 {
             eprintln!("\nskewjoin: interrupted; removed {removed} unfinished output file(s)");
@@ -140,6 +160,13 @@ impl CreatedDir {
             dirs.push(dir.to_path_buf());
             CreatedDir(dir.to_path_buf())
         }))
+    }
+
+    /// Registers `dir`, which another process of the same run may have created: it goes on an
+    /// interrupt if it is empty by then.
+    pub fn adopt(dir: &Path) -> CreatedDir {
+        CREATED_DIRS.add(dir);
+        CreatedDir(dir.to_path_buf())
     }
 
     /// Removes the directory if it is empty.

@@ -17,9 +17,13 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 use tempfile::TempDir;
 
+/// The cluster secret of processes these tests start by hand (`skewjoin cluster` makes its own).
+const SECRET: &str = "the secret of the cluster tests";
+
 fn skewjoin(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_skewjoin"))
         .args(args)
+        .env("SKEWJOIN_CLUSTER_SECRET", SECRET)
         .current_dir(dir)
         .output()
         .expect("the skewjoin binary runs")
@@ -28,6 +32,7 @@ fn skewjoin(dir: &Path, args: &[&str]) -> Output {
 fn spawn(dir: &Path, args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_skewjoin"))
         .args(args)
+        .env("SKEWJOIN_CLUSTER_SECRET", SECRET)
         .current_dir(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -73,6 +78,19 @@ fn hostfile(dir: &Path, n: usize) -> String {
         .collect();
     std::fs::write(dir.join("hosts"), lines.join("\n") + "\n").unwrap();
     "hosts".to_string()
+}
+
+/// The directories a cluster run writes `output`'s parts in until they are complete.
+fn staged_dirs(dir: &Path, output: &str) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap())
+        .filter(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            name.starts_with(&format!(".{output}.")) && name.ends_with(".partial")
+        })
+        .map(|entry| entry.path())
+        .collect()
 }
 
 fn gen(dir: &Path, out: &str, args: &[&str]) {
@@ -356,17 +374,17 @@ fn a_dead_process_stops_the_others() {
     let mut second = spawn(path, &second_args);
     // Wait until both are writing their parts.
     let start = Instant::now();
+    // Parts are written in a directory of the run beside out.csv, moved into place when done.
+    let staged = || staged_dirs(path, "out.csv");
     let writing = || {
-        std::fs::read_dir(path.join("out.csv"))
-            .map(|entries| {
-                entries
-                    .filter(|e| {
-                        let name = e.as_ref().unwrap().file_name();
-                        name.to_string_lossy().ends_with(".tmp")
-                    })
-                    .count()
+        staged()
+            .iter()
+            .flat_map(|dir| std::fs::read_dir(dir).unwrap())
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().ends_with(".tmp")
             })
-            .unwrap_or(0)
+            .count()
             == 2
     };
     while !writing() {
@@ -394,8 +412,10 @@ fn a_dead_process_stops_the_others() {
     let stderr = text(&output.stderr);
     assert_eq!(status.code(), Some(5), "{stderr}");
     assert!(stderr.contains("lost the connection"), "{stderr}");
-    let left: Vec<String> = std::fs::read_dir(path.join("out.csv"))
-        .unwrap()
+    assert!(!path.join("out.csv").exists());
+    let left: Vec<String> = staged()
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(dir).unwrap())
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     // Process 1 was killed outright and could not remove its temporary file; nothing else stays.
