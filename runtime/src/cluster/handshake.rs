@@ -353,10 +353,12 @@ fn accept_one(handshake: &Handshake, mut stream: TcpStream) -> Result<(usize, Tc
         .set_nonblocking(false)
         .map_err(io("setting up the connection"))?;
     bound(&stream, handshake.deadline)?;
+    // The magic first: a stranger that sends a few bytes of something else is named as such.
     let mut theirs = [0u8; HELLO_BYTES];
-    read(&mut stream, &mut theirs, "its hello")?;
-    let peer = index(&theirs, MAGIC.len());
+    read(&mut stream, &mut theirs[..MAGIC.len()], "its hello")?;
     check_magic(&theirs)?;
+    read(&mut stream, &mut theirs[MAGIC.len()..], "its hello")?;
+    let peer = index(&theirs, MAGIC.len());
     let processes = handshake.addresses.len() as u64;
     if peer <= me as u64 || peer >= processes {
         return Err(stranger(format!(
