@@ -752,8 +752,7 @@ fn pavlo_spec(flags: &GenFlags) -> Result<PavloSpec> {
     // Per visit: four columns, two of them strings (an IP address and a URL), made twice (the
     // generator's and Arrow's); per page: a URL and two numbers, likewise.
     check_gen_memory(
-        u128::from(spec.visits) * 160
-            + u128::from(spec.pages) * (120 + ZIPF_BYTES_PER_KEY),
+        u128::from(spec.visits) * 160 + u128::from(spec.pages) * (120 + ZIPF_BYTES_PER_KEY),
     )?;
     Ok(spec)
 }
@@ -777,7 +776,11 @@ fn gen_pavlo(args: &GenArgs, format: FileFormat, extension: &str) -> Result<()> 
     outln!(
         "{} pages x {} visits, destURL Zipf {}, noise {}, seed {}; join on \
          rankings.pageURL = uservisits.destURL (--left-on pageURL --right-on destURL)",
-        spec.pages, spec.visits, spec.skew, spec.noise, spec.seed
+        spec.pages,
+        spec.visits,
+        spec.skew,
+        spec.noise,
+        spec.seed
     );
     print_counts(&pair.counts())?;
     Ok(())
@@ -855,7 +858,14 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     );
     outln!(
         "{:<10} {:>12} {:>16} {:>9} {:>13} {:>10} {:>10} {:>10}",
-        "strategy", "rows", "checksum", "time", "rows/s", "input", "output", "peak"
+        "strategy",
+        "rows",
+        "checksum",
+        "time",
+        "rows/s",
+        "input",
+        "output",
+        "peak"
     );
     let mut checksums = Vec::new();
     let mut all_right = true;

@@ -46,7 +46,7 @@ use skewjoin_operators::{JoinType, Key, Side};
 use skewjoin_planner::skew_check::KeyTally;
 
 use crate::error::{Error, Result};
-use crate::output_file::{write_error, PendingOutput};
+use crate::output_file::{write_error, FileFailure, PendingOutput, WatchedFile};
 
 /// The row index that stands for "no row": the output row is padded with NULLs on that side.
 const PAD: u32 = u32::MAX;
@@ -1851,9 +1851,9 @@ pub fn take_output(
 
 /// The encoder of an [`OutputWriter`].
 enum Sink {
-    Parquet(ArrowWriter<BufWriter<File>>),
-    Ipc(FileWriter<BufWriter<File>>),
-    Csv(arrow::csv::Writer<BufWriter<File>>),
+    Parquet(ArrowWriter<BufWriter<WatchedFile>>),
+    Ipc(FileWriter<BufWriter<WatchedFile>>),
+    Csv(arrow::csv::Writer<BufWriter<WatchedFile>>),
 }
 
 /// Writes a table as Parquet, Arrow IPC file or CSV (with header) to an output path as
@@ -1870,6 +1870,9 @@ pub struct OutputWriter {
     /// The first write that failed: an encoder is unusable after it (Parquet's says "Previous
     /// row group writer was not closed"), so every later write reports this error instead.
     failed: Option<Error>,
+    /// The first error of the file itself: encoders report it in their own words (the CSV
+    /// writer's lose its kind, so a full disk would read as a CSV error), so it is told from it.
+    file_failure: FileFailure,
     /// Declared after `sink`, so that the encoder is dropped before a temporary file is deleted.
     pending: PendingOutput,
 }
@@ -1885,6 +1888,7 @@ impl OutputWriter {
     /// naming it.
     pub fn create(path: &Path, format: FileFormat, schema: SchemaRef) -> Result<OutputWriter> {
         let (file, pending) = PendingOutput::create(path)?;
+        let (file, file_failure) = WatchedFile::new(file);
         let file = BufWriter::new(file);
         let sink = match format {
             FileFormat::Parquet => {
@@ -1916,6 +1920,7 @@ impl OutputWriter {
             path: path.to_path_buf(),
             wrote_any: false,
             failed: None,
+            file_failure,
             pending,
         })
     }
@@ -1945,6 +1950,7 @@ impl OutputWriter {
                 .write(batch)
                 .map_err(|error| arrow_write_error(path, FileFormat::Csv, error)),
         };
+        let written = written.map_err(|error| self.file_failure.explain(path, error));
         if let Err(error) = &written {
             self.failed = Some(error.clone());
         }
@@ -1961,32 +1967,36 @@ impl OutputWriter {
             path,
             wrote_any,
             failed,
+            file_failure,
             pending,
         } = self;
         if let Some(error) = failed {
             return Err(error);
         }
-        let buffered = match sink {
-            Sink::Parquet(writer) => writer
-                .into_inner()
-                .map_err(|error| parquet_write_error(&path, error))?,
-            Sink::Ipc(writer) => writer
-                .into_inner()
-                .map_err(|error| arrow_write_error(&path, FileFormat::ArrowIpc, error))?,
-            Sink::Csv(mut writer) => {
-                if !wrote_any {
-                    // The header goes out with the first batch; an empty table still needs it.
-                    writer
-                        .write(&RecordBatch::new_empty(schema))
-                        .map_err(|error| arrow_write_error(&path, FileFormat::Csv, error))?;
+        let encoded = (|| {
+            let buffered = match sink {
+                Sink::Parquet(writer) => writer
+                    .into_inner()
+                    .map_err(|error| parquet_write_error(&path, error))?,
+                Sink::Ipc(writer) => writer
+                    .into_inner()
+                    .map_err(|error| arrow_write_error(&path, FileFormat::ArrowIpc, error))?,
+                Sink::Csv(mut writer) => {
+                    if !wrote_any {
+                        // The header goes out with the first batch; an empty table still needs it.
+                        writer
+                            .write(&RecordBatch::new_empty(schema))
+                            .map_err(|error| arrow_write_error(&path, FileFormat::Csv, error))?;
+                    }
+                    writer.into_inner()
                 }
-                writer.into_inner()
-            }
-        };
-        let file = buffered
-            .into_inner()
-            .map_err(|error| write_error(&path, error.error()))?;
-        pending.complete(file)
+            };
+            buffered
+                .into_inner()
+                .map_err(|error| write_error(&path, error.error()))
+        })();
+        let file = encoded.map_err(|error| file_failure.explain(&path, error))?;
+        pending.complete(file.into_inner())
     }
 }
 

@@ -25,6 +25,7 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use tempfile::TempPath;
 
@@ -67,6 +68,72 @@ pub fn write_error(path: &Path, error: &io::Error) -> Error {
         "cannot write {}: {error}; check free disk space and permissions",
         path.display()
     ))
+}
+
+/// An output file that remembers the first error the operating system gave when writing it,
+/// for [`FileFailure::explain`]: encoders wrap it in their own errors, some (the CSV writer's)
+/// as text only.
+#[derive(Debug)]
+pub struct WatchedFile {
+    file: File,
+    failure: FileFailure,
+}
+
+/// The first error of a [`WatchedFile`], shared with whoever reports its writer's errors.
+#[derive(Clone, Debug, Default)]
+pub struct FileFailure(Arc<OnceLock<(io::ErrorKind, Option<i32>, String)>>);
+
+impl WatchedFile {
+    /// Watches `file`; the second value reports its first failure.
+    pub fn new(file: File) -> (WatchedFile, FileFailure) {
+        let failure = FileFailure::default();
+        let watched = WatchedFile {
+            file,
+            failure: failure.clone(),
+        };
+        (watched, failure)
+    }
+
+    /// The file, to complete it.
+    pub fn into_inner(self) -> File {
+        self.file
+    }
+
+    fn watch<T>(&self, result: io::Result<T>) -> io::Result<T> {
+        if let Err(error) = &result {
+            let _ = self
+                .failure
+                .0
+                .set((error.kind(), error.raw_os_error(), error.to_string()));
+        }
+        result
+    }
+}
+
+impl Write for WatchedFile {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let result = self.file.write(bytes);
+        self.watch(result)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let result = self.file.flush();
+        self.watch(result)
+    }
+}
+
+impl FileFailure {
+    /// `error`, an encoder's report of a failed write of `path`, as the file's own failure
+    /// when the file failed ([`write_error`]: exit 4, or a closed pipe), else as it is.
+    pub fn explain(&self, path: &Path, error: Error) -> Error {
+        match self.0.get() {
+            Some((kind, Some(code), _)) if *kind != io::ErrorKind::Interrupted => {
+                write_error(path, &io::Error::from_raw_os_error(*code))
+            }
+            Some((kind, None, text)) => write_error(path, &io::Error::new(*kind, text.clone())),
+            _ => error,
+        }
+    }
 }
 
 impl PendingOutput {
@@ -139,7 +206,8 @@ impl PendingOutput {
                 _interrupt,
             } => {
                 // The data must be on disk before the rename makes it visible under the name.
-                file.sync_all().map_err(|error| write_error(&path, &error))?;
+                file.sync_all()
+                    .map_err(|error| write_error(&path, &error))?;
                 drop(file);
                 temp.persist(&target)
                     .map_err(|error| write_error(&path, &error.error))
@@ -366,7 +434,11 @@ mod tests {
         let owner = |name: &str| temp_owner(OsStr::new(name), &prefix);
         assert_eq!(owner(".out.parquet.1234.aB3xYz.tmp"), Some(1234));
         assert_eq!(owner(".out.parquet.1234.aB3xY.tmp"), None, "5 random chars");
-        assert_eq!(owner(".out.parquet.aB3xYz.tmp"), None, "no pid (an older name)");
+        assert_eq!(
+            owner(".out.parquet.aB3xYz.tmp"),
+            None,
+            "no pid (an older name)"
+        );
         assert_eq!(owner(".out.parquet.x12.aB3xYz.tmp"), None);
         assert_eq!(owner(".other.parquet.1234.aB3xYz.tmp"), None);
         assert_eq!(owner(".out.parquet.1234.aB3xYz.tmp.keep"), None);
@@ -401,7 +473,11 @@ mod tests {
             .is_symlink());
         assert_eq!(std::fs::read_to_string(&real).unwrap(), "new\n");
         let mode = std::fs::metadata(&real).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o640, "the replaced file's permissions are kept");
+        assert_eq!(
+            mode & 0o777,
+            0o640,
+            "the replaced file's permissions are kept"
+        );
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 

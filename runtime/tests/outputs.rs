@@ -62,7 +62,10 @@ fn assert_fails(output: &Output, code: i32, needles: &[&str]) {
     assert!(stderr.contains("skewjoin: error:"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     for needle in needles {
-        assert!(stderr.contains(needle), "stderr lacks {needle:?}:\n{stderr}");
+        assert!(
+            stderr.contains(needle),
+            "stderr lacks {needle:?}:\n{stderr}"
+        );
     }
 }
 
@@ -96,13 +99,25 @@ fn join_args<'a>(more: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
-/// The CSV output of the join, written to a regular file.
-fn expected_csv(dir: &Path) -> Vec<u8> {
+/// The lines of a CSV output, header first and then the rows sorted: two workers write their
+/// batches in either order.
+fn table(bytes: &[u8]) -> Vec<String> {
+    let text = text(bytes);
+    let mut lines = text.lines().map(str::to_string);
+    let header = lines.next().expect("a header line");
+    let mut rows: Vec<String> = lines.collect();
+    rows.sort();
+    std::iter::once(header).chain(rows).collect()
+}
+
+/// The CSV output of the join, written to a regular file, as [`table`] gives it.
+fn expected_csv(dir: &Path) -> Vec<String> {
     let output = skewjoin(dir, &join_args(&["-o", "expected.csv"]));
     assert_success(&output, "join into a file");
     let bytes = std::fs::read(dir.join("expected.csv")).unwrap();
     assert!(bytes.len() > 100_000, "a sizeable output");
-    bytes
+    std::fs::remove_file(dir.join("expected.csv")).unwrap();
+    table(&bytes)
 }
 
 /// The names in `dir` that start with `.` (temporary files).
@@ -161,9 +176,13 @@ fn a_fifo_as_output_receives_the_whole_output_and_stays_a_fifo() {
         })
     };
     let output = skewjoin(dir.path(), &join_args(&["-o", "out.csv"]));
+    if !output.status.success() {
+        // Let the reader go: a writer opens and closes the FIFO.
+        let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+    }
     assert_success(&output, "join into a FIFO");
     let received = reader.join().unwrap();
-    assert!(received == expected, "the FIFO got other bytes than the file");
+    assert!(table(&received) == expected, "the FIFO got other rows than the file");
     assert!(std::fs::symlink_metadata(&fifo)
         .unwrap()
         .file_type()
@@ -179,7 +198,7 @@ fn dev_stdout_writes_through_the_inherited_descriptor() {
     // A pipe.
     let output = skewjoin(dir.path(), &args);
     assert_success(&output, "join into /dev/stdout, a pipe");
-    assert!(output.stdout == expected, "stdout differs from the file");
+    assert!(table(&output.stdout) == expected, "stdout differs from the file");
     // A regular file, as `> file` leaves it: written at the descriptor's offset, after what
     // is there already, and not renamed over.
     let redirected = dir.path().join("redirected.csv");
@@ -195,9 +214,11 @@ fn dev_stdout_writes_through_the_inherited_descriptor() {
         .status()
         .unwrap();
     assert!(status.success());
-    let mut want = b"before\n".to_vec();
-    want.extend_from_slice(&expected);
-    assert!(std::fs::read(&redirected).unwrap() == want);
+    let written = std::fs::read(&redirected).unwrap();
+    let after = written
+        .strip_prefix(b"before\n")
+        .expect("what was in the file is kept, first");
+    assert!(table(after) == expected);
     assert!(std::fs::symlink_metadata("/dev/stdout")
         .unwrap()
         .file_type()
@@ -218,7 +239,7 @@ fn a_link_to_a_file_stays_a_link_and_the_file_keeps_its_mode() {
     assert_success(&output, "join into a link");
     let link = std::fs::symlink_metadata(dir.path().join("link.csv")).unwrap();
     assert!(link.file_type().is_symlink(), "the link was replaced");
-    assert!(std::fs::read(&real).unwrap() == expected);
+    assert!(table(&std::fs::read(&real).unwrap()) == expected);
     let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o640);
     assert!(hidden(&dir.path().join("real")).is_empty());
@@ -282,7 +303,9 @@ fn new_files_follow_the_umask_and_replaced_ones_keep_their_mode() {
     std::fs::set_permissions(&metrics, std::fs::Permissions::from_mode(0o604)).unwrap();
     let output = skewjoin(dir.path(), &join_args(&["--metrics", "kept.json"]));
     assert_success(&output, "join");
-    assert!(std::fs::read_to_string(&metrics).unwrap().contains("checksum"));
+    assert!(std::fs::read_to_string(&metrics)
+        .unwrap()
+        .contains("checksum"));
     let got = std::fs::metadata(&metrics).unwrap().permissions().mode() & 0o777;
     assert_eq!(got, 0o604);
 }
@@ -390,7 +413,12 @@ fn a_full_disk_is_exit_4_for_parquet_with_two_workers() {
 #[test]
 fn partitions_workers_and_gen_sizes_are_bounded() {
     let dir = inputs();
-    for partitions in ["2147483648", "4294967296", "18446744073709551615", "1048577"] {
+    for partitions in [
+        "2147483648",
+        "4294967296",
+        "18446744073709551615",
+        "1048577",
+    ] {
         let output = skewjoin(dir.path(), &join_args(&["-p", partitions]));
         assert_fails(&output, 2, &["--partitions", "1048576"]);
     }
@@ -422,24 +450,17 @@ fn partitions_workers_and_gen_sizes_are_bounded() {
     }
     let output = skewjoin(
         dir.path(),
-        &["gen", "--kind", "pavlo", "--out", "g", "--rows", "18446744073709551615"],
+        &[
+            "gen",
+            "--kind",
+            "pavlo",
+            "--out",
+            "g",
+            "--rows",
+            "18446744073709551615",
+        ],
     );
     assert_fails(&output, 2, &["--rows"]);
-}
-
-#[test]
-fn many_partitions_cost_little_each() {
-    // 10^5 partitions on a small join: it completes and reports every partition.
-    let dir = inputs();
-    let output = skewjoin(
-        dir.path(),
-        &join_args(&["-p", "100000", "--metrics", "m.json"]),
-    );
-    assert_success(&output, "-p 100000");
-    let metrics: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("m.json")).unwrap())
-            .unwrap();
-    assert_eq!(metrics["per_partition"].as_array().unwrap().len(), 100_000);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -464,7 +485,15 @@ fn with_closed_stdout(dir: &Path, args: &[&str]) -> Output {
 fn a_closed_stdout_ends_quietly_with_141() {
     let dir = inputs();
     let runs: [&[&str]; 5] = [
-        &["explain", "left.csv", "right.csv", "--on", "key", "--json", "-q"],
+        &[
+            "explain",
+            "left.csv",
+            "right.csv",
+            "--on",
+            "key",
+            "--json",
+            "-q",
+        ],
         &["explain", "left.csv", "right.csv", "--on", "key", "-q"],
         &["demo", "--rows", "2000", "--keys", "100"],
         &["join", "left.csv", "right.csv", "--on", "key", "-q"],
