@@ -182,7 +182,10 @@ fn a_fifo_as_output_receives_the_whole_output_and_stays_a_fifo() {
     }
     assert_success(&output, "join into a FIFO");
     let received = reader.join().unwrap();
-    assert!(table(&received) == expected, "the FIFO got other rows than the file");
+    assert!(
+        table(&received) == expected,
+        "the FIFO got other rows than the file"
+    );
     assert!(std::fs::symlink_metadata(&fifo)
         .unwrap()
         .file_type()
@@ -198,7 +201,10 @@ fn dev_stdout_writes_through_the_inherited_descriptor() {
     // A pipe.
     let output = skewjoin(dir.path(), &args);
     assert_success(&output, "join into /dev/stdout, a pipe");
-    assert!(table(&output.stdout) == expected, "stdout differs from the file");
+    assert!(
+        table(&output.stdout) == expected,
+        "stdout differs from the file"
+    );
     // A regular file, as `> file` leaves it: written at the descriptor's offset, after what
     // is there already, and not renamed over.
     let redirected = dir.path().join("redirected.csv");
@@ -364,7 +370,11 @@ fn a_file_that_cannot_grow_is_exit_4_in_every_format_and_leaves_nothing() {
 
 /// A tmpfs of 256 KiB mounted on a new directory, unmounted on drop; `None` (with a message)
 /// where mounting is not permitted.
-struct SmallDisk(PathBuf, TempDir);
+struct SmallDisk {
+    point: PathBuf,
+    /// Holds the mount point's parent until the disk is unmounted.
+    _parent: TempDir,
+}
 
 impl SmallDisk {
     fn mount() -> Option<SmallDisk> {
@@ -381,13 +391,16 @@ impl SmallDisk {
             eprintln!("skipped: cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN)");
             return None;
         }
-        Some(SmallDisk(point, dir))
+        Some(SmallDisk {
+            point,
+            _parent: dir,
+        })
     }
 }
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = Command::new("umount").arg(&self.point).status();
     }
 }
 
@@ -398,11 +411,15 @@ fn a_full_disk_is_exit_4_for_parquet_with_two_workers() {
     };
     let dir = inputs();
     for format in ["parquet", "arrow", "csv"] {
-        let out = disk.0.join(format!("out.{format}"));
+        let out = disk.point.join(format!("out.{format}"));
         let out = out.to_str().unwrap();
         let output = skewjoin(dir.path(), &join_args(&["-o", out]));
         assert_fails(&output, 4, &["No space left"]);
-        assert_eq!(std::fs::read_dir(&disk.0).unwrap().count(), 0, "{format}");
+        assert_eq!(
+            std::fs::read_dir(&disk.point).unwrap().count(),
+            0,
+            "{format}"
+        );
     }
 }
 
@@ -496,7 +513,7 @@ fn a_closed_stdout_ends_quietly_with_141() {
         ],
         &["explain", "left.csv", "right.csv", "--on", "key", "-q"],
         &["demo", "--rows", "2000", "--keys", "100"],
-        &["join", "left.csv", "right.csv", "--on", "key", "-q"],
+        &["join", "left.csv", "right.csv", "--on", "key"],
         &["gen", "--out", "g", "--rows", "100"],
     ];
     for args in runs {
