@@ -52,11 +52,23 @@ pub struct Partitioning {
 }
 
 impl Partitioning {
-    /// `partitions` partitions over `workers` workers; both at least 1.
+    /// The most partitions a join may be cut into, 2^20. Every partition has state on its
+    /// worker and a line in the load report, and a million parts already measure balance far
+    /// more finely than any strategy achieves; it also keeps partition numbers well inside the
+    /// 32 bits that [`Dest`] and routing give them.
+    pub const MAX_PARTITIONS: usize = 1 << 20;
+
+    /// `partitions` partitions over `workers` workers; both at least 1, partitions at most
+    /// [`MAX_PARTITIONS`](Partitioning::MAX_PARTITIONS) (callers check what users give).
     pub fn new(partitions: usize, workers: usize) -> Partitioning {
         assert!(partitions >= 1, "at least one partition is needed");
         assert!(workers >= 1, "at least one worker is needed");
-        let partitions = u32::try_from(partitions).expect("partition count fits in u32");
+        assert!(
+            partitions <= Partitioning::MAX_PARTITIONS,
+            "at most {} partitions, got {partitions}",
+            Partitioning::MAX_PARTITIONS
+        );
+        let partitions = partitions as u32;
         let workers = u32::try_from(workers).expect("worker count fits in u32");
         Partitioning {
             partitions,

@@ -53,6 +53,10 @@ pub mod pavlo;
 /// the noise ids (`< 3 * keys`) far inside `i64`.
 pub const MAX_KEYS: u64 = u32::MAX as u64;
 
+/// The most rows a generated side may have: the exact join counts stay within `u64` (a
+/// product of two sides' rows), and the join engine numbers rows in 32 bits.
+pub const MAX_ROWS: u64 = u32::MAX as u64;
+
 /// Exclusive upper bound of the `value` payload column.
 const VALUE_RANGE: u64 = 1_000_000;
 
@@ -107,9 +111,20 @@ impl GenSpec {
     /// # Errors
     ///
     /// A message naming the offending command-line flag, so a CLI can show it
-    /// verbatim: `--keys` outside `1..=MAX_KEYS`, `--left-skew`/`--right-skew`
+    /// verbatim: rows above [`MAX_ROWS`], `--keys` outside `1..=MAX_KEYS`,
+    /// `--left-skew`/`--right-skew`
     /// negative or not finite, `--noise` outside `[0, 1]`.
     pub fn validate(&self) -> Result<(), String> {
+        for (flag, rows) in [
+            ("--left-rows", self.left_rows),
+            ("--right-rows", self.right_rows),
+        ] {
+            if rows > MAX_ROWS {
+                return Err(format!(
+                    "{flag} (or --rows) must be at most {MAX_ROWS} rows per side, got {rows}"
+                ));
+            }
+        }
         if self.keys < 1 {
             return Err(format!("--keys must be at least 1, got {}", self.keys));
         }

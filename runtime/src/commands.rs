@@ -27,6 +27,23 @@ use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::metrics::{checksum_hex, Metrics};
 use crate::progress::Progress;
 
+/// Writes to standard output; a closed one (the reader of a pipe exited) is
+/// [`Error::ClosedPipe`], which ends the program quietly where `print!` would panic.
+pub(crate) fn write_stdout(text: std::fmt::Arguments) -> Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_fmt(text)
+        .and_then(|()| stdout.flush())
+        .map_err(|error| Error::stdout(&error))
+}
+
+/// `println!` through [`write_stdout`], returning its error from the enclosing function.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        write_stdout(format_args!("{}\n", format_args!($($arg)*)))?
+    };
+}
+
 pub(crate) fn parse_how(how: &str) -> Result<JoinType> {
     how.parse().map_err(|e| Error::Usage(format!("--how: {e}")))
 }
@@ -45,15 +62,43 @@ pub(crate) fn with_vprp_flags(mut choice: Choice, run: &RunArgs) -> Result<Choic
     Ok(choice)
 }
 
-/// Worker and partition counts, with defaults.
+/// The most worker threads one process runs, per CPU core, and at least: every worker
+/// exchanges with every other (W^2 channels, each polled as the join progresses), so workers
+/// far beyond the cores cost time and memory and measure nothing that partitions would not.
+const WORKERS_PER_CORE: usize = 4;
+const MIN_MAX_WORKERS: usize = 64;
+
+/// The most worker threads one process may run here (see [`WORKERS_PER_CORE`]).
+pub(crate) fn max_workers() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores * WORKERS_PER_CORE).max(MIN_MAX_WORKERS)
+}
+
+/// Worker and partition counts, with defaults, within their bounds.
 pub(crate) fn layout(run: &RunArgs) -> Result<(usize, usize)> {
+    let max_workers = max_workers();
     let workers = match run.workers {
         Some(0) => return Err(Error::Usage("--workers must be at least 1".into())),
+        Some(w) if w > max_workers => {
+            return Err(Error::Usage(format!(
+                "--workers {w} is more than {max_workers}, the most this machine runs \
+                 ({WORKERS_PER_CORE} per CPU core, at least {MIN_MAX_WORKERS}): every worker \
+                 exchanges with every other, so more only add overhead; to measure balance over \
+                 many parts, raise --partitions instead"
+            )))
+        }
         Some(w) => w,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let partitions = match run.partitions {
         Some(0) => return Err(Error::Usage("--partitions must be at least 1".into())),
+        Some(p) if p > Partitioning::MAX_PARTITIONS => {
+            return Err(Error::Usage(format!(
+                "--partitions {p} is more than {}, the most a join is cut into: each partition \
+                 has its own state and report line, and no balance is measurably finer",
+                Partitioning::MAX_PARTITIONS
+            )))
+        }
         Some(p) => p,
         None => workers,
     };
@@ -104,18 +149,10 @@ fn refuse_overwrite(flag: &str, path: &Path, others: &[(&str, &Path)]) -> Result
     Ok(())
 }
 
-/// Writes `text` to `path` atomically: a temporary file in the same directory, renamed.
+/// Writes `text` to `path` as every output is written (see [`crate::output_file`]): a regular
+/// file atomically, a device, FIFO or `/dev/stdout` in place.
 pub(crate) fn write_atomically(path: &Path, text: &str) -> Result<()> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let fail = |e: std::io::Error| Error::Io(format!("{}: cannot write: {e}", path.display()));
-    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
-    let _registered = crate::interrupt::Registered::new(file.path());
-    file.write_all(text.as_bytes()).map_err(fail)?;
-    file.persist(path).map_err(|e| fail(e.error))?;
-    Ok(())
+    crate::output_file::write_whole(path, text.as_bytes())
 }
 
 pub(crate) fn check_writable_dir(path: &Path, flag: &str) -> Result<()> {
@@ -302,7 +339,7 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
                 ],
             )?;
             check_writable_dir(path, "--output")?;
-            Some(FileFormat::detect(path, explicit)?)
+            Some(FileFormat::detect_output(path, explicit)?)
         }
         None => None,
     };
@@ -485,10 +522,11 @@ pub fn join(args: JoinArgs) -> Result<()> {
     let metrics = run_prepared(&args, prepared, &mut progress)?;
     if !args.quiet {
         if args.output.is_none() {
-            println!("rows\t{}", metrics.output_rows);
-            println!("checksum\t{}", metrics.checksum);
+            outln!("rows\t{}", metrics.output_rows);
+            outln!("checksum\t{}", metrics.checksum);
         }
-        eprintln!("{}", metrics.summary());
+        // The summary is a courtesy: a closed stderr does not fail a finished join.
+        let _ = writeln!(std::io::stderr(), "{}", metrics.summary());
     }
     Ok(())
 }
@@ -572,9 +610,9 @@ pub fn explain(args: ExplainArgs) -> Result<()> {
     if args.json {
         let text = serde_json::to_string_pretty(&plan)
             .map_err(|e| Error::Internal(format!("cannot encode the plan: {e}")))?;
-        println!("{text}");
+        outln!("{text}");
     } else {
-        print!("{}", plan.render());
+        write_stdout(format_args!("{}", plan.render()))?;
     }
     Ok(())
 }
@@ -623,7 +661,31 @@ fn gen_spec(flags: &GenFlags, defaults: GenSpec) -> Result<GenSpec> {
         seed: flags.seed,
     };
     spec.validate().map_err(Error::Usage)?;
+    // Per row: the generator's key, id and value, and the Arrow batch made of them.
+    let rows = u128::from(spec.left_rows) + u128::from(spec.right_rows);
+    check_gen_memory(rows * 48 + u128::from(spec.keys) * ZIPF_BYTES_PER_KEY)?;
     Ok(spec)
+}
+
+/// The memory a Zipf sampler takes per key of its domain: its CDF and the key permutation.
+const ZIPF_BYTES_PER_KEY: u128 = 16;
+
+/// Refuses a generator run that needs, by the estimate `bytes`, more memory than is available:
+/// the tables are built whole in memory before they are written.
+fn check_gen_memory(bytes: u128) -> Result<()> {
+    let Some(available) = crate::memory::available_bytes() else {
+        return Ok(());
+    };
+    if bytes > u128::from(available) {
+        const GIB: f64 = (1u64 << 30) as f64;
+        return Err(Error::Usage(format!(
+            "these sizes need about {:.1} GiB of memory to generate, but {:.1} GiB are \
+             available; give fewer --rows or --keys",
+            bytes as f64 / GIB,
+            available as f64 / GIB
+        )));
+    }
+    Ok(())
 }
 
 fn describe(spec: &GenSpec) -> String {
@@ -644,8 +706,8 @@ fn describe(spec: &GenSpec) -> String {
     )
 }
 
-fn print_counts(counts: &JoinCounts) {
-    println!("exact output rows of each join type:");
+fn print_counts(counts: &JoinCounts) -> Result<()> {
+    outln!("exact output rows of each join type:");
     for (name, rows) in [
         ("inner", counts.inner),
         ("left", counts.left),
@@ -656,8 +718,9 @@ fn print_counts(counts: &JoinCounts) {
         ("right-semi", counts.right_semi),
         ("right-anti", counts.right_anti),
     ] {
-        println!("  {name:<11} {rows}");
+        outln!("  {name:<11} {rows}");
     }
+    Ok(())
 }
 
 /// The web-log generator's spec from the flags of `gen --kind pavlo`: `--keys` pages (rankings
@@ -686,6 +749,11 @@ fn pavlo_spec(flags: &GenFlags) -> Result<PavloSpec> {
         seed: flags.seed,
     };
     spec.validate().map_err(Error::Usage)?;
+    // Per visit: four columns, two of them strings (an IP address and a URL), made twice (the
+    // generator's and Arrow's); per page: a URL and two numbers, likewise.
+    check_gen_memory(
+        u128::from(spec.visits) * 160 + u128::from(spec.pages) * (120 + ZIPF_BYTES_PER_KEY),
+    )?;
     Ok(spec)
 }
 
@@ -704,13 +772,17 @@ fn gen_pavlo(args: &GenArgs, format: FileFormat, extension: &str) -> Result<()> 
     let uservisits = args.out.join(format!("uservisits.{extension}"));
     write_table(&rankings, format, &rankings_batch(&pair.rankings))?;
     write_table(&uservisits, format, &uservisits_batch(&pair.uservisits))?;
-    println!("wrote {} and {}", rankings.display(), uservisits.display());
-    println!(
+    outln!("wrote {} and {}", rankings.display(), uservisits.display());
+    outln!(
         "{} pages x {} visits, destURL Zipf {}, noise {}, seed {}; join on \
          rankings.pageURL = uservisits.destURL (--left-on pageURL --right-on destURL)",
-        spec.pages, spec.visits, spec.skew, spec.noise, spec.seed
+        spec.pages,
+        spec.visits,
+        spec.skew,
+        spec.noise,
+        spec.seed
     );
-    print_counts(&pair.counts());
+    print_counts(&pair.counts())?;
     Ok(())
 }
 
@@ -732,9 +804,9 @@ pub fn gen(args: GenArgs) -> Result<()> {
     let right_path = args.out.join(format!("right.{extension}"));
     write_table(&left_path, format, &to_batch(&pair.left))?;
     write_table(&right_path, format, &to_batch(&pair.right))?;
-    println!("wrote {} and {}", left_path.display(), right_path.display());
-    println!("{}", describe(&spec));
-    print_counts(&pair.counts());
+    outln!("wrote {} and {}", left_path.display(), right_path.display());
+    outln!("{}", describe(&spec));
+    print_counts(&pair.counts())?;
     Ok(())
 }
 
@@ -769,24 +841,31 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         ..GenSpec::default()
     };
     let spec = gen_spec(&args.gen, defaults)?;
-    println!("skewjoin demo: {} join of generated data", how);
-    println!("data: {}", describe(&spec));
+    outln!("skewjoin demo: {} join of generated data", how);
+    outln!("data: {}", describe(&spec));
     let start = Instant::now();
     let pair = generate(&spec);
     let counts = pair.counts();
     let expected = expected_rows(&counts, how);
     let left = to_side("left", &pair.left);
     let right = to_side("right", &pair.right);
-    println!(
+    outln!(
         "generated in {:.2}s; the exact {how} join has {expected} rows",
         start.elapsed().as_secs_f64()
     );
-    println!(
+    outln!(
         "running each strategy on {workers} worker threads, {partitions} partitions; load is max/mean over partitions (1.00 = perfectly even)\n"
     );
-    println!(
+    outln!(
         "{:<10} {:>12} {:>16} {:>9} {:>13} {:>10} {:>10} {:>10}",
-        "strategy", "rows", "checksum", "time", "rows/s", "input", "output", "peak"
+        "strategy",
+        "rows",
+        "checksum",
+        "time",
+        "rows/s",
+        "input",
+        "output",
+        "peak"
     );
     let mut checksums = Vec::new();
     let mut all_right = true;
@@ -803,7 +882,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         let choice = match choose(strategy, &inputs) {
             Ok(choice) => with_vprp_flags(choice, &run)?,
             Err(_) => {
-                println!("{:<10} (cannot compute a {how} join)", strategy.name());
+                outln!("{:<10} (cannot compute a {how} join)", strategy.name());
                 continue;
             }
         };
@@ -826,7 +905,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             other => other.name().to_string(),
         };
         let seconds = report.elapsed.as_secs_f64();
-        println!(
+        outln!(
             "{:<10} {:>12} {:>16} {:>8.3}s {:>13.3e} {:>10.2} {:>10.2} {:>10.2}",
             label,
             report.output_rows,
@@ -841,9 +920,9 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         checksums.push(report.checksum);
     }
     checksums.dedup();
-    println!();
+    outln!("");
     if all_right && checksums.len() == 1 {
-        println!("every strategy produced the exact {expected} rows with the same checksum");
+        outln!("every strategy produced the exact {expected} rows with the same checksum");
         Ok(())
     } else {
         Err(Error::Internal(

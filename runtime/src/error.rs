@@ -6,6 +6,9 @@
 
 use std::fmt;
 
+/// The exit code of a run whose output pipe was closed by its reader (128 + SIGPIPE).
+pub const CLOSED_PIPE_EXIT_CODE: i32 = 141;
+
 /// Every error the binary reports. Each kind has its own exit code, documented in the README.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
@@ -19,6 +22,10 @@ pub enum Error {
     Cluster(String),
     /// A bug in skewjoin itself (exit code 1).
     Internal(String),
+    /// The reader of a pipe we write, standard output or a FIFO given as an output, closed it
+    /// (`skewjoin explain --json | head -1`): the program ends quietly, with the exit code of a
+    /// process killed by SIGPIPE, 141 (128 + 13), as command-line tools do.
+    ClosedPipe,
 }
 
 impl Error {
@@ -30,6 +37,7 @@ impl Error {
             Error::Io(_) => 4,
             Error::Cluster(_) => 5,
             Error::Internal(_) => 1,
+            Error::ClosedPipe => CLOSED_PIPE_EXIT_CODE,
         }
     }
 
@@ -41,6 +49,7 @@ impl Error {
             | Error::Io(message)
             | Error::Cluster(message)
             | Error::Internal(message) => message,
+            Error::ClosedPipe => "the reader of the output closed it",
         }
     }
 }
@@ -52,6 +61,17 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+impl Error {
+    /// A failure to write standard output: [`Error::ClosedPipe`] when its reader is gone.
+    pub fn stdout(error: &std::io::Error) -> Error {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            Error::ClosedPipe
+        } else {
+            Error::Io(format!("cannot write to standard output: {error}"))
+        }
+    }
+}
 
 /// The result type of everything in the runtime that can fail.
 pub type Result<T> = std::result::Result<T, Error>;
@@ -68,9 +88,10 @@ mod tests {
             Error::Io(String::new()),
             Error::Cluster(String::new()),
             Error::Internal(String::new()),
+            Error::ClosedPipe,
         ];
         let codes: Vec<i32> = errors.iter().map(Error::exit_code).collect();
-        assert_eq!(codes, [2, 3, 4, 5, 1]);
+        assert_eq!(codes, [2, 3, 4, 5, 1, 141]);
     }
 
     #[test]

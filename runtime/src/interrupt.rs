@@ -2,10 +2,12 @@
 //! written are removed and the process exits with code 130, so an interrupted run never leaves a
 //! partial file behind, under its final name or a temporary one.
 //!
-//! Outputs are written to a temporary file that is renamed onto the target when complete
-//! ([`crate::io::OutputWriter`]); each such file is registered here while it exists. The handler
+//! Outputs that are regular files are written to a temporary file that is renamed onto the
+//! target when complete ([`crate::output_file`]); each such file is registered here while it
+//! exists. The handler
 //! runs on a thread of its own (the `ctrlc` crate), removes what is registered and exits.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -92,11 +94,16 @@ pub fn install() {
             return;
         }
         let (removed, _held) = clean_up();
-        if removed > 0 {
-            eprintln!("\nskewjoin: interrupted; removed {removed} unfinished output file(s)");
+        // A closed stderr must not stop the exit (eprintln! would panic this thread).
+        let mut stderr = std::io::stderr();
+        let _ = if removed > 0 {
+            writeln!(
+                stderr,
+                "\nskewjoin: interrupted; removed {removed} unfinished output file(s)"
+            )
         } else {
-            eprintln!("\nskewjoin: interrupted");
-        }
+            writeln!(stderr, "\nskewjoin: interrupted")
+        };
         std::process::exit(INTERRUPTED_EXIT_CODE);
     });
 }
@@ -106,7 +113,15 @@ pub fn install() {
 /// for failures noticed outside the main thread, such as a cluster that never forms.
 pub fn abort(code: i32, message: &str) -> ! {
     let _held = clean_up();
-    eprintln!("skewjoin: error: {message}");
+    // A closed stderr must not stop the exit.
+    let _ = writeln!(std::io::stderr(), "skewjoin: error: {message}");
+    std::process::exit(code);
+}
+
+/// Stops the process now with `code` and no message, after removing every unfinished output
+/// file: for a run whose output pipe was closed by its reader.
+pub fn end_quietly(code: i32) -> ! {
+    let _held = clean_up();
     std::process::exit(code);
 }
 

@@ -44,9 +44,9 @@ use parquet::file::properties::WriterProperties;
 use skewjoin_operators::hash::StableHasher;
 use skewjoin_operators::{JoinType, Key, Side};
 use skewjoin_planner::skew_check::KeyTally;
-use tempfile::TempPath;
 
 use crate::error::{Error, Result};
+use crate::output_file::{write_error, FileFailure, PendingOutput, WatchedFile};
 
 /// The row index that stands for "no row": the output row is padded with NULLs on that side.
 const PAD: u32 = u32::MAX;
@@ -95,6 +95,17 @@ impl FileFormat {
     /// The format of `path`: `explicit` if given, else by extension (`.parquet`/`.pq`,
     /// `.arrow`/`.ipc`/`.feather`, `.csv`, in any case).
     pub fn detect(path: &Path, explicit: Option<FileFormat>) -> Result<FileFormat> {
+        FileFormat::detect_as(path, explicit, "--format")
+    }
+
+    /// The format of the output `path`, as [`detect`](FileFormat::detect) tells it; the flag
+    /// that names it is `--output-format`.
+    pub fn detect_output(path: &Path, explicit: Option<FileFormat>) -> Result<FileFormat> {
+        FileFormat::detect_as(path, explicit, "--output-format")
+    }
+
+    /// The format of `path`, or an error that advises `flag`.
+    fn detect_as(path: &Path, explicit: Option<FileFormat>, flag: &str) -> Result<FileFormat> {
         if let Some(format) = explicit {
             return Ok(format);
         }
@@ -108,7 +119,7 @@ impl FileFormat {
             Some("csv") => Ok(FileFormat::Csv),
             _ => Err(Error::Usage(format!(
                 "cannot tell the format of {} from its name; name it .parquet, .arrow or .csv, \
-                 or pass --format parquet, --format arrow or --format csv",
+                 or pass {flag} parquet, {flag} arrow or {flag} csv",
                 path.display()
             ))),
         }
@@ -1840,25 +1851,30 @@ pub fn take_output(
 
 /// The encoder of an [`OutputWriter`].
 enum Sink {
-    Parquet(ArrowWriter<BufWriter<File>>),
-    Ipc(FileWriter<BufWriter<File>>),
-    Csv(arrow::csv::Writer<BufWriter<File>>),
+    Parquet(ArrowWriter<BufWriter<WatchedFile>>),
+    Ipc(FileWriter<BufWriter<WatchedFile>>),
+    Csv(arrow::csv::Writer<BufWriter<WatchedFile>>),
 }
 
-/// Writes a table as Parquet, Arrow IPC file or CSV (with header), atomically: batches go to a
-/// temporary file in the target's directory, which [`finish`](OutputWriter::finish) renames onto
-/// the target. Dropping the writer without finishing removes the temporary file, so a failed run
-/// never leaves partial output behind.
+/// Writes a table as Parquet, Arrow IPC file or CSV (with header) to an output path as
+/// [`crate::output_file`] says: a regular file atomically (batches go to a temporary file in
+/// its directory, which [`finish`](OutputWriter::finish) renames onto it; dropping the writer
+/// without finishing removes it, so a failed run never leaves partial output behind), anything
+/// else (`/dev/null`, a FIFO, `/dev/stdout`) in place, as a stream.
 pub struct OutputWriter {
-    // Declared before `temp` so that the encoder is dropped before its file is deleted.
     sink: Sink,
     schema: SchemaRef,
     path: PathBuf,
     /// Whether any batch was written: a CSV header is only written with the first batch.
     wrote_any: bool,
-    temp: TempPath,
-    /// Keeps `temp` registered for removal on Ctrl-C until it is renamed or deleted.
-    _interrupt: crate::interrupt::Registered,
+    /// The first write that failed: an encoder is unusable after it (Parquet's says "Previous
+    /// row group writer was not closed"), so every later write reports this error instead.
+    failed: Option<Error>,
+    /// The first error of the file itself: encoders report it in their own words (the CSV
+    /// writer's lose its kind, so a full disk would read as a CSV error), so it is told from it.
+    file_failure: FileFailure,
+    /// Declared after `sink`, so that the encoder is dropped before a temporary file is deleted.
+    pending: PendingOutput,
 }
 
 // The runtime shares one writer among worker threads behind a mutex.
@@ -1871,53 +1887,8 @@ impl OutputWriter {
     /// Starts writing `path` in `format`. An unwritable directory or path is [`Error::Io`]
     /// naming it.
     pub fn create(path: &Path, format: FileFormat, schema: SchemaRef) -> Result<OutputWriter> {
-        let cannot = |why: String| Error::Io(format!("cannot write {}: {why}", path.display()));
-        if path.is_dir() {
-            return Err(cannot(
-                "it is a directory; give the path of a file to write".to_string(),
-            ));
-        }
-        let Some(name) = path.file_name() else {
-            return Err(cannot(
-                "it does not end in a file name; give the path of a file to write".to_string(),
-            ));
-        };
-        let directory = match path.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent,
-            _ => Path::new("."),
-        };
-        let mut prefix = std::ffi::OsString::from(".");
-        prefix.push(name);
-        prefix.push(".");
-        let mut builder = tempfile::Builder::new();
-        builder.prefix(&prefix).suffix(".tmp");
-        // Temporary files are private (0600) by default; the output should get the usual
-        // permissions of a new file, so ask for 0666 and let the umask narrow it.
-        #[cfg(unix)]
-        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-        let (file, temp, interrupt) = crate::interrupt::create_registered(|| {
-            builder
-                .tempfile_in(directory)
-                .map(tempfile::NamedTempFile::into_parts)
-        })
-        .map_err(|error| {
-            // The error of `tempfile` names the temporary file, which would only confuse.
-            cannot(match error.kind() {
-                io::ErrorKind::NotFound if !directory.is_dir() => format!(
-                    "directory {} does not exist; create it or choose another output path",
-                    directory.display()
-                ),
-                io::ErrorKind::PermissionDenied => format!(
-                    "no permission to create files in {}; choose a writable directory",
-                    directory.display()
-                ),
-                _ => format!(
-                    "{}; check that {} is a writable directory with free space",
-                    io::Error::from(error.kind()),
-                    directory.display()
-                ),
-            })
-        })?;
+        let (file, pending) = PendingOutput::create(path)?;
+        let (file, file_failure) = WatchedFile::new(file);
         let file = BufWriter::new(file);
         let sink = match format {
             FileFormat::Parquet => {
@@ -1948,8 +1919,9 @@ impl OutputWriter {
             schema,
             path: path.to_path_buf(),
             wrote_any: false,
-            temp,
-            _interrupt: interrupt,
+            failed: None,
+            file_failure,
+            pending,
         })
     }
 
@@ -1963,71 +1935,74 @@ impl OutputWriter {
                 self.schema.fields()
             )));
         }
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
         let path = &self.path;
-        match &mut self.sink {
+        let written = match &mut self.sink {
             Sink::Parquet(writer) => writer
                 .write(batch)
-                .map_err(|error| parquet_write_error(path, error))?,
+                .map_err(|error| parquet_write_error(path, error)),
             Sink::Ipc(writer) => writer
                 .write(batch)
-                .map_err(|error| arrow_write_error(path, FileFormat::ArrowIpc, error))?,
+                .map_err(|error| arrow_write_error(path, FileFormat::ArrowIpc, error)),
             Sink::Csv(writer) => writer
                 .write(batch)
-                .map_err(|error| arrow_write_error(path, FileFormat::Csv, error))?,
+                .map_err(|error| arrow_write_error(path, FileFormat::Csv, error)),
+        };
+        let written = written.map_err(|error| self.file_failure.explain(path, error));
+        if let Err(error) = &written {
+            self.failed = Some(error.clone());
         }
         self.wrote_any = true;
-        Ok(())
+        written
     }
 
-    /// Completes the file and renames it onto the target path, replacing any file there.
+    /// Completes the file and puts it in place (renamed onto the target path, replacing any
+    /// file there, or, streamed, just flushed).
     pub fn finish(self) -> Result<()> {
         let OutputWriter {
             sink,
             schema,
             path,
             wrote_any,
-            temp,
-            _interrupt,
+            failed,
+            file_failure,
+            pending,
         } = self;
-        let buffered = match sink {
-            Sink::Parquet(writer) => writer
-                .into_inner()
-                .map_err(|error| parquet_write_error(&path, error))?,
-            Sink::Ipc(writer) => writer
-                .into_inner()
-                .map_err(|error| arrow_write_error(&path, FileFormat::ArrowIpc, error))?,
-            Sink::Csv(mut writer) => {
-                if !wrote_any {
-                    // The header goes out with the first batch; an empty table still needs it.
-                    writer
-                        .write(&RecordBatch::new_empty(schema))
-                        .map_err(|error| arrow_write_error(&path, FileFormat::Csv, error))?;
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        let encoded = (|| {
+            let buffered = match sink {
+                Sink::Parquet(writer) => writer
+                    .into_inner()
+                    .map_err(|error| parquet_write_error(&path, error))?,
+                Sink::Ipc(writer) => writer
+                    .into_inner()
+                    .map_err(|error| arrow_write_error(&path, FileFormat::ArrowIpc, error))?,
+                Sink::Csv(mut writer) => {
+                    if !wrote_any {
+                        // The header goes out with the first batch; an empty table still needs it.
+                        writer
+                            .write(&RecordBatch::new_empty(schema))
+                            .map_err(|error| arrow_write_error(&path, FileFormat::Csv, error))?;
+                    }
+                    writer.into_inner()
                 }
-                writer.into_inner()
-            }
-        };
-        let io_error = |error: io::Error| {
-            Error::Io(format!(
-                "cannot write {}: {error}; check free disk space and permissions",
-                path.display()
-            ))
-        };
-        let file = buffered
-            .into_inner()
-            .map_err(|error| io_error(error.into_error()))?;
-        // The data must be on disk before the rename makes it visible under the final name.
-        file.sync_all().map_err(io_error)?;
-        drop(file);
-        temp.persist(&path).map_err(|error| io_error(error.error))
+            };
+            buffered
+                .into_inner()
+                .map_err(|error| write_error(&path, error.error()))
+        })();
+        let file = encoded.map_err(|error| file_failure.explain(&path, error))?;
+        pending.complete(file.into_inner())
     }
 }
 
 fn arrow_write_error(path: &Path, format: FileFormat, error: ArrowError) -> Error {
     match error {
-        ArrowError::IoError(_, io_error) => Error::Io(format!(
-            "cannot write {}: {io_error}; check free disk space and permissions",
-            path.display()
-        )),
+        ArrowError::IoError(_, io_error) => write_error(path, &io_error),
         // The CSV writer rejects types it cannot represent (lists, structs, ...).
         ArrowError::CsvError(message) if format == FileFormat::Csv => Error::Input(format!(
             "cannot write {} as CSV: {message}; write Parquet or Arrow instead",
@@ -2043,10 +2018,7 @@ fn arrow_write_error(path: &Path, format: FileFormat, error: ArrowError) -> Erro
 fn parquet_write_error(path: &Path, error: ParquetError) -> Error {
     if let ParquetError::External(inner) = &error {
         if let Some(io_error) = inner.downcast_ref::<io::Error>() {
-            return Error::Io(format!(
-                "cannot write {}: {io_error}; check free disk space and permissions",
-                path.display()
-            ));
+            return write_error(path, io_error);
         }
     }
     Error::Internal(format!(

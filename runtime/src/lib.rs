@@ -13,5 +13,6 @@ pub mod interrupt;
 pub mod io;
 pub mod memory;
 pub mod metrics;
+pub mod output_file;
 pub mod progress;
 mod tally;

@@ -21,6 +21,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of our output went away (`| head -1`): end quietly, as tools do.
+        Err(error @ skewjoin_runtime::error::Error::ClosedPipe) => {
+            skewjoin_runtime::interrupt::end_quietly(error.exit_code())
+        }
         // Worker threads may still hold unfinished output files when the error reaches here;
         // they are removed before the process exits, as on Ctrl-C.
         Err(error) => skewjoin_runtime::interrupt::abort(error.exit_code(), &error.to_string()),

@@ -16,7 +16,7 @@
 //! every random decision is integer arithmetic on `u64`, and `adRevenue` is a whole number of
 //! cents divided by 100 (one correctly rounded IEEE division, the same everywhere).
 
-use super::{permutation, unit_f64, JoinCounts, Xoshiro256StarStar, ZipfTable, MAX_KEYS};
+use super::{permutation, unit_f64, JoinCounts, Xoshiro256StarStar, ZipfTable, MAX_KEYS, MAX_ROWS};
 
 // Stream tags, distinct from those of the plain generator.
 const TAG_PAGES: u64 = 0x5041_564c_5041_4745; // "PAVLPAGE"
@@ -70,9 +70,16 @@ impl PavloSpec {
     ///
     /// # Errors
     ///
-    /// A message naming the command-line flag: `--keys` (pages) outside `1..=MAX_KEYS`, `--skew`
+    /// A message naming the command-line flag: `--rows` (visits) above [`MAX_ROWS`], `--keys`
+    /// (pages) outside `1..=MAX_KEYS`, `--skew`
     /// negative or not finite, `--noise` outside `[0, 1]`.
     pub fn validate(&self) -> Result<(), String> {
+        if self.visits > MAX_ROWS {
+            return Err(format!(
+                "--rows (visits) must be at most {MAX_ROWS}, got {}",
+                self.visits
+            ));
+        }
         if !(1..=MAX_KEYS).contains(&self.pages) {
             return Err(format!(
                 "--keys (pages) must be between 1 and {MAX_KEYS}, got {}",
