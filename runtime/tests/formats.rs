@@ -17,8 +17,8 @@ use arrow::array::{
     TimestampMicrosecondArray, TimestampMillisecondArray, TimestampNanosecondArray,
     TimestampSecondArray,
 };
-use arrow::datatypes::i256;
 use arrow::compute::take;
+use arrow::datatypes::i256;
 use arrow::ipc::writer::{FileWriter, IpcWriteOptions};
 use arrow::ipc::CompressionType;
 use parquet::arrow::ArrowWriter;
