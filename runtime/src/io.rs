@@ -1825,8 +1825,9 @@ pub fn tally_keys(
     Ok(())
 }
 
-/// One [`Key`] per row of `batch` from the key `columns` (each normalised as
-/// [`normalise_key_column`] says): `Key::Int`, `Key::Str` or `Key::Bytes` for one column, [`Key::composite`] for several; a NULL in any key column gives [`Key::Null`].
+/// One [`Key`] per row of `batch` from the key `columns`, each read by the rules of
+/// [`KeyKind`]: `Key::Int`, `Key::Str` or `Key::Bytes` for one column, [`Key::composite`] for
+/// several; a NULL in any key column gives [`Key::Null`].
 pub fn extract_keys(batch: &RecordBatch, columns: &[String], path: &Path) -> Result<Vec<Key>> {
     if columns.is_empty() {
         return Err(Error::Usage(
