@@ -2881,6 +2881,22 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_decoder_feature_is_not_called_corruption() {
+        let path = Path::new("t.parquet");
+        let missing = ParquetError::General("Disabled feature at compile time: zstd".into());
+        let message = parquet_read_error(path, missing).to_string();
+        assert!(
+            message.contains("uses a feature skewjoin cannot read"),
+            "{message}"
+        );
+        assert!(message.contains("zstd"), "{message}");
+        assert!(!message.contains("may be truncated"), "{message}");
+        let bad = ParquetError::General("Invalid Parquet file. Corrupt footer".into());
+        let message = parquet_read_error(path, bad).to_string();
+        assert!(message.contains("may be truncated or corrupt"), "{message}");
+    }
+
+    #[test]
     fn equal_decimals_at_any_scale_are_one_text() {
         assert_eq!(canonical_decimal("150", 2), "15e-1");
         assert_eq!(canonical_decimal("1500", 3), "15e-1");
