@@ -1,5 +1,5 @@
 //! Join keys: the trait every key type implements, and [`Key`], a dynamically typed key for
-//! integer, string and composite columns with SQL NULL.
+//! integer, string, binary and composite columns with SQL NULL.
 //!
 //! SQL semantics: a NULL key matches nothing, not even another NULL. A composite key with any NULL
 //! component is NULL as a whole, so [`Key::composite`] folds it to [`Key::Null`].
@@ -78,8 +78,10 @@ const NULL_HASH: u64 = 0x6e75_6c6c_6b65_7921;
 /// A dynamically typed join key: what the `skewjoin` binary builds from file columns.
 ///
 /// Integer columns of every width are widened to `i64`, so an `int32` key joins an `int64` key.
-/// The derived order (NULL, then integers, then strings, then composites) is total, which range
-/// partitioning needs.
+/// Other column types are mapped onto these by the runtime (dates, times, floats as integers,
+/// decimals as text), which checks that both sides' key columns are of one kind: the variant
+/// alone does not say what a value was. The derived order (NULL, then integers, then strings,
+/// then byte strings, then composites) is total, which range partitioning needs.
 ///
 /// A key is 16 bytes: a string or the parts of a composite sit behind one thin pointer, their
 /// length stored with them. Every record the join moves, exchanges, buckets and builds on holds
@@ -95,6 +97,8 @@ pub enum Key {
     Int(i64),
     /// A UTF-8 string column.
     Str(KeyStr),
+    /// A binary column: its bytes.
+    Bytes(ThinVec<u8>),
     /// Two or more columns, none NULL.
     Composite(ThinVec<Key>),
 }
@@ -224,6 +228,7 @@ impl Key {
             Key::Null => NULL_HASH,
             Key::Int(value) => hash_u64(*value as u64),
             Key::Str(value) => hash_bytes(value.as_bytes()),
+            Key::Bytes(value) => hash_bytes(value),
             Key::Composite(parts) => {
                 let mut hasher = StableHasher::new();
                 for part in parts.iter() {
@@ -247,6 +252,11 @@ impl Display for Key {
             Key::Null => write!(f, "NULL"),
             Key::Int(value) => write!(f, "{value}"),
             Key::Str(value) => write!(f, "{value:?}"),
+            Key::Bytes(value) => {
+                write!(f, "x'")?;
+                value.iter().try_for_each(|byte| write!(f, "{byte:02x}"))?;
+                write!(f, "'")
+            }
             Key::Composite(parts) => {
                 write!(f, "(")?;
                 for (i, part) in parts.iter().enumerate() {
@@ -277,6 +287,16 @@ mod tests {
         assert_eq!(7i32.stable_hash(), 7i64.stable_hash());
         assert_eq!(Key::Int(7).stable_hash(), 7i64.stable_hash());
         assert_ne!(Key::Int(7).stable_hash(), Key::str("7").stable_hash());
+    }
+
+    #[test]
+    fn byte_keys_compare_by_their_bytes() {
+        let bytes = |b: &[u8]| Key::Bytes(ThinVec::from(b));
+        assert_eq!(bytes(&[0, 0xff]), bytes(&[0, 0xff]));
+        assert_ne!(bytes(&[0, 0xff]), bytes(&[0]));
+        assert_eq!(bytes(b"ab").stable_hash(), bytes(b"ab").stable_hash());
+        assert_eq!(bytes(&[0x0a, 0xff]).to_string(), "x'0aff'");
+        assert_eq!(std::mem::size_of::<Key>(), 16);
     }
 
     #[test]

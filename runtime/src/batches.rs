@@ -31,9 +31,9 @@ use parquet::arrow::ProjectionMask;
 
 use crate::error::{Error, Result};
 use crate::io::{
-    arrow_read_error, csv_error, fenced, find_field, ipc_file_bodies, key_kinds, open_input,
-    parquet_read_error, read_error, read_table_share, row_group_rows, share_run, FileFormat, Share,
-    ARROW_FILE_MAGIC,
+    arrow_read_error, csv_error, csv_syntax_of_file, fenced, find_field, ipc_file_bodies,
+    key_kinds, open_input, parquet_read_error, read_error, read_table_share, row_group_rows,
+    share_run, FileFormat, Share, ARROW_FILE_MAGIC,
 };
 
 /// Rows in each batch a read yields (the last may be shorter).
@@ -83,7 +83,7 @@ impl InputFile {
     /// checks that the key columns exist and can be keys, and counts the rows. Missing, empty,
     /// malformed or corrupt files are [`Error::Input`] naming the file.
     pub fn open(path: &Path, format: FileFormat, key_columns: &[String]) -> Result<InputFile> {
-        let file = open_input(path)?;
+        let mut file = open_input(path)?;
         let mut group_rows = Vec::new();
         fenced(path, format, || {
             let (schema, rows, csv) = match format {
@@ -95,7 +95,7 @@ impl InputFile {
                     (builder.schema().clone(), rows.max(0) as u64, None)
                 }
                 FileFormat::Csv => {
-                    let csv = CsvFormat::default().with_header(true);
+                    let csv = csv_syntax_of_file(path, &mut file)?.format()?;
                     let (schema, records) = csv
                         .infer_schema(BufReader::new(file), None)
                         .map_err(|error| csv_error(path, error))?;

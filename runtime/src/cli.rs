@@ -94,6 +94,8 @@ pub struct JoinArgs {
     /// Input format for both files, overriding their extensions: parquet, arrow, csv.
     #[arg(long)]
     pub format: Option<String>,
+    #[command(flatten)]
+    pub csv: CsvArgs,
     /// Write the joined rows here (format from the extension, or --output-format). Without it the
     /// output is produced and summarised as a row count and checksum.
     #[arg(long, short = 'o')]
@@ -203,4 +205,41 @@ pub struct DemoArgs {
     pub gen: GenFlags,
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// How CSV inputs are read (both files alike).
+#[derive(Debug, Args, Clone, Default)]
+pub struct CsvArgs {
+    /// The character between CSV fields: one ASCII character, or `tab`. Default: detected from
+    /// each file's header line (comma, tab, `;` or `|`).
+    #[arg(long, value_parser = crate::io::parse_csv_byte)]
+    pub delimiter: Option<u8>,
+    /// The character that quotes CSV fields. Default: `"`.
+    #[arg(long, value_parser = crate::io::parse_csv_byte)]
+    pub quote: Option<u8>,
+    /// The text that stands for NULL in CSV inputs, e.g. `NA` or `\N`. Default: an empty field.
+    #[arg(long)]
+    pub null: Option<String>,
+}
+
+impl CsvArgs {
+    /// The dialect these flags give.
+    pub fn dialect(&self) -> crate::io::CsvDialect {
+        crate::io::CsvDialect {
+            delimiter: self.delimiter,
+            quote: self.quote,
+            null: self.null.clone(),
+        }
+    }
+}
+
+impl Command {
+    /// The CSV flags of a command that reads tables (`join`, `explain`); `None` for the others.
+    pub fn csv_args(&self) -> Option<&CsvArgs> {
+        match self {
+            Command::Join(args) => Some(&args.csv),
+            Command::Explain(args) => Some(&args.join.csv),
+            _ => None,
+        }
+    }
 }

@@ -16,21 +16,22 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use arrow::array::{
-    new_empty_array, new_null_array, Array, ArrayRef, AsArray, Int64Array, LargeStringArray,
-    RecordBatch, RecordBatchOptions, StringArray, StringViewArray, UInt32Array,
+    new_empty_array, new_null_array, Array, ArrayRef, AsArray, BinaryArray, BinaryViewArray,
+    FixedSizeBinaryArray, Int64Array, LargeBinaryArray, LargeStringArray, RecordBatch,
+    RecordBatchOptions, StringArray, StringViewArray, UInt32Array,
 };
 use arrow::buffer::NullBuffer;
 use arrow::compute::{cast, concat_batches, interleave, take};
 use arrow::csv::reader::Format as CsvFormat;
 use arrow::datatypes::{
     ArrowPrimitiveType, BinaryType, BinaryViewType, ByteArrayType, ByteViewType, DataType,
-    Date32Type, Date64Type, DurationMicrosecondType, DurationMillisecondType,
-    DurationNanosecondType, DurationSecondType, Field, Float16Type, Float32Type, Float64Type,
-    Int16Type, Int32Type, Int64Type, Int8Type, LargeBinaryType, LargeUtf8Type, Schema, SchemaRef,
-    StringViewType, Time32MillisecondType, Time32SecondType, Time64MicrosecondType,
-    Time64NanosecondType, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
-    TimestampNanosecondType, TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
-    Utf8Type,
+    Date32Type, Date64Type, Decimal128Type, Decimal256Type, Decimal32Type, Decimal64Type,
+    DecimalType, DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType,
+    DurationSecondType, Field, Float16Type, Float32Type, Float64Type, Int16Type, Int32Type,
+    Int64Type, Int8Type, LargeBinaryType, LargeUtf8Type, Schema, SchemaRef, StringViewType,
+    Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType, TimeUnit,
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type, Utf8Type,
 };
 use arrow::error::ArrowError;
 use arrow::ipc::reader::{FileReader, StreamReader};
@@ -263,16 +264,27 @@ pub fn read_table_share(path: &Path, format: FileFormat, share: Share) -> Result
     })
 }
 
-/// Opens an input file, rejecting what cannot be a table before any decoder sees it.
+/// Opens an input file, rejecting what cannot be a table before any decoder sees it: a
+/// directory, a pipe or device (inputs are read more than once and at offsets, which only a
+/// regular file allows), an empty file, and a Feather v1 file (which arrow-rs does not read).
 pub(crate) fn open_input(path: &Path) -> Result<File> {
-    let file = File::open(path).map_err(|error| read_error(path, error))?;
-    let metadata = file.metadata().map_err(|error| read_error(path, error))?;
+    // Looked at before opening: opening a FIFO waits for a writer, maybe forever.
+    let metadata = std::fs::metadata(path).map_err(|error| read_error(path, error))?;
     if metadata.is_dir() {
         return Err(Error::Input(format!(
             "{} is a directory, not a file; give the path of a table file",
             path.display()
         )));
     }
+    if !metadata.is_file() {
+        return Err(Error::Input(format!(
+            "{} is not a regular file (a pipe, FIFO, socket or device); skewjoin reads an input \
+             more than once and at offsets, so it must be a regular file: write it to one first \
+             (e.g. `command > input.csv`) and give that path",
+            path.display()
+        )));
+    }
+    let mut file = File::open(path).map_err(|error| read_error(path, error))?;
     if metadata.len() == 0 {
         return Err(Error::Input(format!(
             "{} is empty (0 bytes); a table file needs at least a header or schema; \
@@ -280,7 +292,33 @@ pub(crate) fn open_input(path: &Path) -> Result<File> {
             path.display()
         )));
     }
+    if is_feather_v1(&mut file, metadata.len()) {
+        return Err(Error::Input(format!(
+            "{} is a Feather v1 file, an old format that skewjoin (arrow-rs) cannot read; \
+             convert it to Feather v2 (Arrow IPC), e.g. in Python: \
+             `pyarrow.feather.write_feather(pyarrow.feather.read_table(\"in.feather\"), \
+             \"out.feather\", version=2)`",
+            path.display()
+        )));
+    }
+    io::Seek::rewind(&mut file).map_err(|error| read_error(path, error))?;
     Ok(file)
+}
+
+/// The magic bytes that open (and close) a Feather v1 file.
+const FEATHER_V1_MAGIC: &[u8; 4] = b"FEA1";
+
+/// Whether `file` (of `len` bytes) opens and closes with the Feather v1 magic: a CSV file may
+/// well start with those letters, but hardly also end with them.
+fn is_feather_v1(file: &mut File, len: u64) -> bool {
+    let magic_len = FEATHER_V1_MAGIC.len() as u64;
+    let mut magic_at = |offset: u64| {
+        let mut magic = [0u8; FEATHER_V1_MAGIC.len()];
+        io::Seek::seek(file, io::SeekFrom::Start(offset)).is_ok()
+            && file.read_exact(&mut magic).is_ok()
+            && &magic == FEATHER_V1_MAGIC
+    };
+    len >= 2 * magic_len && magic_at(0) && magic_at(len - magic_len)
 }
 
 /// A failed open or read: the user's fault when the file is missing or unreadable to us,
@@ -305,8 +343,120 @@ pub(crate) fn read_error(path: &Path, error: io::Error) -> Error {
     }
 }
 
+/// How CSV inputs are read, from the flags `--delimiter`, `--quote` and `--null`: what is not
+/// given is the default (`"` quotes, an empty field is NULL) or, for the delimiter, detected
+/// from each file's header line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CsvDialect {
+    /// The byte between fields; detected per file when `None`.
+    pub delimiter: Option<u8>,
+    /// The byte that quotes a field; `"` when `None`.
+    pub quote: Option<u8>,
+    /// The text that stands for NULL; an empty field when `None`.
+    pub null: Option<String>,
+}
+
+/// The dialect of this run's CSV inputs, set once from the command line before any input is read
+/// (every reader, in every module and worker, reads it here rather than having it passed down).
+static CSV_DIALECT: OnceLock<CsvDialect> = OnceLock::new();
+
+/// Sets how this process reads CSV inputs; only the first call counts. Without a call, inputs
+/// are read with [`CsvDialect::default`].
+pub fn set_csv_dialect(dialect: CsvDialect) {
+    let _ = CSV_DIALECT.set(dialect);
+}
+
+fn csv_dialect() -> &'static CsvDialect {
+    CSV_DIALECT.get_or_init(CsvDialect::default)
+}
+
+/// Parses the value of `--delimiter` or `--quote`: one ASCII character, or `tab` / `\t` for a tab.
+pub fn parse_csv_byte(text: &str) -> std::result::Result<u8, String> {
+    match text {
+        "tab" | "\\t" | "\t" => Ok(b'\t'),
+        _ => match text.as_bytes() {
+            [byte] if byte.is_ascii() && !matches!(byte, b'\n' | b'\r') => Ok(*byte),
+            _ => Err(format!(
+                "{text:?} is not one ASCII character; give one, such as ';' or '|', or `tab`"
+            )),
+        },
+    }
+}
+
+/// The delimiter and quote one CSV file is read with: the dialect's, the delimiter detected from
+/// the file's header line when the dialect has none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CsvSyntax {
+    delimiter: u8,
+    quote: u8,
+}
+
+/// The delimiters detected in a header line when `--delimiter` is not given, comma first.
+const DETECTED_DELIMITERS: [u8; 4] = [b',', b'\t', b';', b'|'];
+
+/// The syntax of the CSV file whose first bytes are `head`. Without `--delimiter`, the delimiter
+/// is the one of [`DETECTED_DELIMITERS`] that occurs most often, outside quotes, in the header
+/// line (a comma on a tie or when there is none: a one-column file).
+pub(crate) fn csv_syntax(head: &[u8]) -> CsvSyntax {
+    let dialect = csv_dialect();
+    let quote = dialect.quote.unwrap_or(b'"');
+    let delimiter = dialect.delimiter.unwrap_or_else(|| {
+        let mut counts = [0usize; DETECTED_DELIMITERS.len()];
+        let mut quoted = false;
+        for &byte in head
+            .iter()
+            .take_while(|&&byte| byte != b'\n' && byte != b'\r')
+        {
+            if byte == quote {
+                quoted = !quoted;
+            } else if !quoted {
+                if let Some(at) = DETECTED_DELIMITERS.iter().position(|&d| d == byte) {
+                    counts[at] += 1;
+                }
+            }
+        }
+        let best = (0..counts.len())
+            .max_by_key(|&at| (counts[at], std::cmp::Reverse(at)))
+            .unwrap_or(0);
+        DETECTED_DELIMITERS[best]
+    });
+    CsvSyntax { delimiter, quote }
+}
+
+/// The syntax of the CSV file `file` (from its first bytes), which is left at its start.
+pub(crate) fn csv_syntax_of_file(path: &Path, file: &mut File) -> Result<CsvSyntax> {
+    let mut head = Vec::new();
+    Read::by_ref(file)
+        .take(CSV_HEAD_BYTES)
+        .read_to_end(&mut head)
+        .map_err(|error| read_error(path, error))?;
+    io::Seek::rewind(file).map_err(|error| read_error(path, error))?;
+    Ok(csv_syntax(&head))
+}
+
+/// How much of a CSV file is read to find its header line's delimiter.
+const CSV_HEAD_BYTES: u64 = 64 * 1024;
+
+impl CsvSyntax {
+    /// The arrow format to read a file of this syntax with: a header row, and the dialect's
+    /// NULL text.
+    pub(crate) fn format(self) -> Result<CsvFormat> {
+        let format = CsvFormat::default()
+            .with_header(true)
+            .with_delimiter(self.delimiter)
+            .with_quote(self.quote);
+        let Some(null) = &csv_dialect().null else {
+            return Ok(format);
+        };
+        let pattern = format!("^{}$", regex::escape(null));
+        let null = regex::Regex::new(&pattern)
+            .map_err(|error| Error::Usage(format!("--null {null:?} cannot be matched: {error}")))?;
+        Ok(format.with_null_regex(null))
+    }
+}
+
 fn read_csv(path: &Path, bytes: &[u8]) -> Result<RecordBatch> {
-    let format = CsvFormat::default().with_header(true);
+    let format = csv_syntax(bytes).format()?;
     // Inference scans every record (`None`), so a type seen only late in the file is still found
     // and every malformed line is reported here, with its physical line number.
     let (schema, _) = format
@@ -414,8 +564,35 @@ pub(crate) fn parquet_read_error(path: &Path, error: ParquetError) -> Error {
             }
         }
     }
+    let message = error.to_string();
+    if is_unsupported_feature(&message) {
+        return unsupported_feature(path, FileFormat::Parquet, &message);
+    }
     Error::Input(format!(
-        "{}: not a valid Parquet file ({error}); it may be truncated or corrupt, re-export it",
+        "{}: not a valid Parquet file ({message}); it may be truncated or corrupt, re-export it",
+        path.display()
+    ))
+}
+
+/// Whether a decoder's error says the file is well formed but uses something the decoder does
+/// not implement (a codec, an encoding, a type), rather than that its bytes are bad.
+fn is_unsupported_feature(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    [
+        "disabled feature",
+        "nyi:",
+        "not yet implemented",
+        "not supported",
+    ]
+    .iter()
+    .any(|marker| message.contains(marker))
+}
+
+fn unsupported_feature(path: &Path, format: FileFormat, message: &str) -> Error {
+    Error::Input(format!(
+        "{}: the {format} file uses a feature skewjoin cannot read ({message}); re-export it \
+         with common settings (zstd, snappy or no compression, plain column types), or, if it \
+         was written with those, check that it is not corrupt",
         path.display()
     ))
 }
@@ -446,6 +623,11 @@ pub(crate) fn arrow_read_error(path: &Path, format: FileFormat, error: ArrowErro
                 path.display()
             ));
         }
+    }
+    if matches!(error, ArrowError::NotYetImplemented(_))
+        || is_unsupported_feature(&error.to_string())
+    {
+        return unsupported_feature(path, format, &error.to_string());
     }
     let what = match format {
         FileFormat::Parquet => "Parquet file",
@@ -634,10 +816,11 @@ struct CsvRecord {
 }
 
 /// Calls `visit` for each record of `bytes`, read as CSV from a record start, until it returns
-/// `false`. This mirrors the parser under arrow (`csv-core` with its defaults: `,` separates,
-/// `"` quotes and `""` escapes a quote, `\n`, `\r` and `\r\n` end a record, empty lines are
-/// skipped), so that its records are arrow's records, numbered alike.
-fn scan_csv_records(bytes: &[u8], mut visit: impl FnMut(CsvRecord) -> bool) {
+/// `false`. This mirrors the parser under arrow (`csv-core`: `syntax.delimiter` separates,
+/// `syntax.quote` quotes and a doubled quote escapes one, `\n`, `\r` and `\r\n` end a record,
+/// empty lines are skipped), so that its records are arrow's records, numbered alike.
+fn scan_csv_records(syntax: CsvSyntax, bytes: &[u8], mut visit: impl FnMut(CsvRecord) -> bool) {
+    let CsvSyntax { delimiter, quote } = syntax;
     #[derive(Clone, Copy, PartialEq, Eq)]
     enum State {
         StartRecord,
@@ -662,20 +845,20 @@ fn scan_csv_records(bytes: &[u8], mut visit: impl FnMut(CsvRecord) -> bool) {
         let ends_record = match state {
             State::InQuoted => {
                 quoted_line_break |= line_end;
-                if byte == b'"' {
+                if byte == quote {
                     state = State::QuoteInQuoted;
                 }
                 false
             }
-            State::StartField if byte == b'"' => {
+            State::StartField if byte == quote => {
                 state = State::InQuoted;
                 false
             }
-            State::QuoteInQuoted if byte == b'"' => {
+            State::QuoteInQuoted if byte == quote => {
                 state = State::InQuoted;
                 false
             }
-            _ if byte == b',' => {
+            _ if byte == delimiter => {
                 state = State::StartField;
                 false
             }
@@ -799,12 +982,13 @@ fn read_csv_share(
 
     // The prefix: at least the header and one whole record, so that types can be inferred.
     let mut prefix = source.read(0, prefix_limit.max(1) as u64)?;
+    let syntax = csv_syntax(&prefix);
     let (header_end, cut, quoted_break) = loop {
         let mut header_end = None;
         let mut cut = None;
         let mut terminated = 0;
         let mut quoted_break = None;
-        scan_csv_records(&prefix, |record| {
+        scan_csv_records(syntax, &prefix, |record| {
             header_end.get_or_insert(record.end);
             if record.terminated {
                 terminated += 1;
@@ -827,7 +1011,7 @@ fn read_csv_share(
     };
     let whole = prefix.len() as u64 == len;
 
-    let format = CsvFormat::default().with_header(true);
+    let format = syntax.format()?;
     let (schema, _) = format
         .infer_schema(&prefix[..cut], None)
         .map_err(|error| csv_error(path, error))?;
@@ -852,7 +1036,7 @@ fn read_csv_share(
         Arc::new(Schema::new(fields))
     };
     if let Some(start) = quoted_break {
-        let place = CsvPlace::new(&prefix, 0, Some(&prefix[..]), None, share);
+        let place = CsvPlace::new(syntax, &prefix, 0, Some(&prefix[..]), None, share);
         return Err(quoted_line_break_error(path, &place.of_byte(start)));
     }
 
@@ -863,7 +1047,7 @@ fn read_csv_share(
     let (from, to, window) = if whole {
         // All of the file is here: split it at exact record starts, quoted line breaks and all.
         let mut starts = Vec::new();
-        scan_csv_records(&prefix, |record| {
+        scan_csv_records(syntax, &prefix, |record| {
             starts.push(record.end as u64);
             true
         });
@@ -917,13 +1101,13 @@ fn read_csv_share(
     // Line numbers are known where this share holds the file from its start.
     let from_file_start = (window.start == 0).then_some(&window.bytes[..]);
     let prefix_bytes = (!whole).then_some(cut);
-    let place = CsvPlace::new(fragment, from, from_file_start, prefix_bytes, share);
+    let place = CsvPlace::new(syntax, fragment, from, from_file_start, prefix_bytes, share);
 
     if !whole {
         // Split at line breaks, a share is only right if no quoted field holds one; when a split
         // point fell inside a quoted field, the share before it ends inside that field.
         let mut quoted_break = None;
-        scan_csv_records(fragment, |record| {
+        scan_csv_records(syntax, fragment, |record| {
             if record.quoted_line_break {
                 quoted_break = Some(record.start);
             }
@@ -935,7 +1119,7 @@ fn read_csv_share(
     }
 
     let reader = arrow::csv::ReaderBuilder::new(schema.clone())
-        .with_format(CsvFormat::default().with_header(false))
+        .with_format(syntax.format()?.with_header(false))
         .with_batch_size(READ_BATCH_ROWS)
         .build(fragment)
         .map_err(|error| csv_error(path, error))?;
@@ -955,10 +1139,12 @@ struct CsvPlace<'a> {
     /// How many bytes the column types were inferred from, unless from the whole file.
     prefix_bytes: Option<usize>,
     share: Share,
+    syntax: CsvSyntax,
 }
 
 impl<'a> CsvPlace<'a> {
     fn new(
+        syntax: CsvSyntax,
         fragment: &'a [u8],
         offset: u64,
         from_file_start: Option<&'a [u8]>,
@@ -971,6 +1157,7 @@ impl<'a> CsvPlace<'a> {
             from_file_start,
             prefix_bytes,
             share,
+            syntax,
         }
     }
 
@@ -994,7 +1181,7 @@ impl<'a> CsvPlace<'a> {
     fn of_record(&self, number: u64) -> String {
         let mut seen = 0;
         let mut start = 0;
-        scan_csv_records(self.fragment, |record| {
+        scan_csv_records(self.syntax, self.fragment, |record| {
             seen += 1;
             start = record.start;
             seen < number
@@ -1093,22 +1280,63 @@ fn text_between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
 // Keys
 // ---------------------------------------------------------------------------------------------
 
-/// The kind of a key column.
+/// The kind of a key column: what its values are, whatever their width or encoding. Both sides'
+/// key columns must be of one kind (checked by [`check_key_compat`]), because each kind is mapped
+/// onto the few variants of [`Key`] and the variant alone does not say what a value was: a date
+/// must never match the integer that happens to encode it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyKind {
     /// Integers of any width, signed or unsigned, widened to `i64`.
     Int,
     /// UTF-8 strings (`Utf8`, `LargeUtf8`, `Utf8View`).
     Str,
+    /// Booleans, as the integers 0 and 1.
+    Bool,
+    /// Floats of any width, compared as `f64` with SQL equality: `-0.0` is `0.0` and every NaN
+    /// equals every NaN (as DuckDB has it); keyed by the bits of that canonical `f64`.
+    Float,
+    /// Decimals of any width, precision and scale, compared by value: keyed by canonical text
+    /// (`15e-1` for 1.5 at any scale).
+    Decimal,
+    /// Dates (`Date32` days, `Date64` milliseconds), as milliseconds since the epoch.
+    Date,
+    /// Times of day of any unit, as nanoseconds since midnight.
+    Time,
+    /// Timestamps of any unit, as nanoseconds since the epoch. `zoned` is whether the column has
+    /// a time zone: its values are then instants (UTC), and they join other zoned timestamps
+    /// whatever the zone's name, but never a timestamp without a zone (a wall-clock reading).
+    Timestamp {
+        /// Whether the type names a time zone.
+        zoned: bool,
+    },
+    /// Byte strings (`Binary`, `LargeBinary`, `BinaryView`, `FixedSizeBinary`).
+    Bytes,
+}
+
+impl fmt::Display for KeyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KeyKind::Int => "integer",
+            KeyKind::Str => "string",
+            KeyKind::Bool => "boolean",
+            KeyKind::Float => "float",
+            KeyKind::Decimal => "decimal",
+            KeyKind::Date => "date",
+            KeyKind::Time => "time",
+            KeyKind::Timestamp { zoned: false } => "timestamp without time zone",
+            KeyKind::Timestamp { zoned: true } => "timestamp with time zone",
+            KeyKind::Bytes => "binary",
+        })
+    }
 }
 
 /// The kind of each key column of a file with `schema`.
 ///
 /// A missing column is [`Error::Input`] naming the file, the column and the file's columns; a
-/// column of another type (floats, dates, ...) is [`Error::Input`] suggesting a cast. A column of
-/// type `Null` (no values at all, as in a header-only CSV) holds only NULL keys, which match
-/// nothing, so it is reported as [`KeyKind::Int`] and [`check_key_compat`] accepts it against
-/// either kind.
+/// column of a type that cannot be a key (nested types, durations, ...) is [`Error::Input`]
+/// suggesting a cast. A column of type `Null` (no values at all, as in a header-only CSV) holds
+/// only NULL keys, which match nothing, so it is reported as [`KeyKind::Int`] and
+/// [`check_key_compat`] accepts it against any kind.
 pub fn key_kinds(schema: &Schema, columns: &[String], path: &Path) -> Result<Vec<KeyKind>> {
     columns
         .iter()
@@ -1131,6 +1359,21 @@ fn key_kind(data_type: &DataType) -> Option<KeyKind> {
         | DataType::UInt64
         | DataType::Null => Some(KeyKind::Int),
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Some(KeyKind::Str),
+        DataType::Boolean => Some(KeyKind::Bool),
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => Some(KeyKind::Float),
+        DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..) => Some(KeyKind::Decimal),
+        DataType::Date32 | DataType::Date64 => Some(KeyKind::Date),
+        DataType::Time32(_) | DataType::Time64(_) => Some(KeyKind::Time),
+        DataType::Timestamp(_, zone) => Some(KeyKind::Timestamp {
+            zoned: zone.is_some(),
+        }),
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => Some(KeyKind::Bytes),
         // Parquet files often dictionary-encode strings; the key is the value, not the code.
         DataType::Dictionary(_, values) => key_kind(values),
         _ => None,
@@ -1170,17 +1413,19 @@ pub(crate) fn find_field<'a>(
 
 fn unsupported_key(field: &Field, path: &Path) -> Error {
     Error::Input(format!(
-        "{} column `{}` has type {}, which cannot be a join key; cast it to an integer or a \
-         string before joining",
+        "{} column `{}` has type {}, which cannot be a join key; keys may be integers, strings, \
+         booleans, floats, decimals, dates, times, timestamps or binary: cast it to one of \
+         those before joining",
         path.display(),
         field.name(),
         field.data_type()
     ))
 }
 
-/// Checks that the left and right key columns exist, are usable as keys and pair up: an integer
-/// key cannot join a string key ([`Error::Input`] naming both columns and types), while integers
-/// of different widths join fine. Different numbers of key columns is [`Error::Usage`].
+/// Checks that the left and right key columns exist, are usable as keys and pair up: both key
+/// columns of each pair must be of one [`KeyKind`] (an integer key cannot join a string or a date
+/// key: [`Error::Input`] naming both columns and types), while widths, units, scales and zone
+/// names within a kind may differ. Different numbers of key columns is [`Error::Usage`].
 pub fn check_key_compat(
     left: (&Path, &Schema, &[String]),
     right: (&Path, &Schema, &[String]),
@@ -1211,24 +1456,96 @@ pub fn check_key_compat(
         if left_kind != right_kind && !all_null(left_field) && !all_null(right_field) {
             let describe = |path: &Path, field: &Field, kind: KeyKind| {
                 format!(
-                    "{} column `{}` is {} ({})",
+                    "{} column `{}` is {kind} ({})",
                     path.display(),
                     field.name(),
-                    match kind {
-                        KeyKind::Int => "integer",
-                        KeyKind::Str => "string",
-                    },
                     field.data_type()
                 )
             };
+            // A CSV column's type is inferred from its values: one odd value makes it text (or
+            // float), and that value, not the type, is what the user has to find.
+            let culprit = first_csv_value_not_of(left_path, left_field, right_field.data_type())
+                .or_else(|| first_csv_value_not_of(right_path, right_field, left_field.data_type()))
+                .map(|culprit| {
+                    format!(
+                        "; {culprit}: fix that value, pass `--null <value>` if it stands for \
+                         NULL, or"
+                    )
+                })
+                .unwrap_or_else(|| ";".to_string());
             return Err(Error::Input(format!(
-                "key types differ: {}, {}; cast one side",
+                "key types differ: {}, {}{culprit} cast one side",
                 describe(left_path, left_field, *left_kind),
                 describe(right_path, right_field, *right_kind)
             )));
         }
     }
     Ok(())
+}
+
+/// In a CSV file (by its name), the first value of `field`'s column that does not convert to
+/// `wanted`, as `<file> line <L> has the value <V> in column <C>, which is not of type ...`;
+/// `None` when the file is not CSV, cannot be read, or every value converts.
+fn first_csv_value_not_of(path: &Path, field: &Field, wanted: &DataType) -> Option<String> {
+    /// Values converted at a time.
+    const CHUNK: usize = 4096;
+    let wanted = match wanted {
+        DataType::Dictionary(_, values) => values.as_ref(),
+        other => other,
+    };
+    if FileFormat::detect(path, None).ok()? != FileFormat::Csv
+        || matches!(wanted, DataType::Null)
+        || field.data_type() == wanted
+    {
+        return None;
+    }
+    let mut file = File::open(path).ok()?;
+    let syntax = csv_syntax_of_file(path, &mut file).ok()?;
+    let null = csv_dialect().null.as_deref();
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(syntax.delimiter)
+        .quote(syntax.quote)
+        .flexible(true)
+        .from_reader(io::BufReader::new(file));
+    let index = reader
+        .headers()
+        .ok()?
+        .iter()
+        .position(|name| name == field.name())?;
+    let mut record = csv::StringRecord::new();
+    let (mut values, mut lines) = (Vec::with_capacity(CHUNK), Vec::with_capacity(CHUNK));
+    loop {
+        let more = reader.read_record(&mut record).ok()?;
+        if more {
+            let value = record.get(index).unwrap_or_default();
+            if !value.is_empty() && Some(value) != null {
+                values.push(value.to_string());
+                lines.push(record.position().map_or(0, csv::Position::line));
+            }
+        }
+        if values.len() == CHUNK || !more {
+            // A safe cast gives NULL for each value that does not convert.
+            let texts = StringArray::from_iter_values(&values);
+            let converted = cast(&texts, wanted).ok()?;
+            if let Some(at) = (0..converted.len()).find(|&at| converted.is_null(at)) {
+                return Some(format!(
+                    "{} line {} has the value {:?} in column `{}`, which is not of type {} and \
+                     made the whole column {}",
+                    path.display(),
+                    lines[at],
+                    values[at],
+                    field.name(),
+                    key_kind(wanted).map_or_else(|| wanted.to_string(), |kind| kind.to_string()),
+                    field.data_type()
+                ));
+            }
+            values.clear();
+            lines.clear();
+        }
+        if !more {
+            return None;
+        }
+    }
 }
 
 /// One key column, downcast once so that the per-row loop is monomorphic.
@@ -1238,9 +1555,29 @@ enum KeyColumn<'a> {
     Utf8(&'a StringArray),
     LargeUtf8(&'a LargeStringArray),
     Utf8View(&'a StringViewArray),
+    Binary(&'a BinaryArray),
+    LargeBinary(&'a LargeBinaryArray),
+    BinaryView(&'a BinaryViewArray),
+    FixedSizeBinary(&'a FixedSizeBinaryArray),
 }
 
 impl KeyColumn<'_> {
+    fn of(array: &ArrayRef) -> KeyColumn<'_> {
+        match array.data_type() {
+            DataType::Int64 => KeyColumn::Int(array.as_primitive::<Int64Type>()),
+            DataType::Utf8 => KeyColumn::Utf8(array.as_string::<i32>()),
+            DataType::LargeUtf8 => KeyColumn::LargeUtf8(array.as_string::<i64>()),
+            DataType::Utf8View => KeyColumn::Utf8View(array.as_string_view()),
+            DataType::Binary => KeyColumn::Binary(array.as_binary::<i32>()),
+            DataType::LargeBinary => KeyColumn::LargeBinary(array.as_binary::<i64>()),
+            DataType::BinaryView => KeyColumn::BinaryView(array.as_binary_view()),
+            DataType::FixedSizeBinary(_) => {
+                KeyColumn::FixedSizeBinary(array.as_fixed_size_binary())
+            }
+            _ => KeyColumn::Null,
+        }
+    }
+
     fn is_null(&self, row: usize) -> bool {
         match self {
             KeyColumn::Null => true,
@@ -1248,6 +1585,10 @@ impl KeyColumn<'_> {
             KeyColumn::Utf8(array) => array.is_null(row),
             KeyColumn::LargeUtf8(array) => array.is_null(row),
             KeyColumn::Utf8View(array) => array.is_null(row),
+            KeyColumn::Binary(array) => array.is_null(row),
+            KeyColumn::LargeBinary(array) => array.is_null(row),
+            KeyColumn::BinaryView(array) => array.is_null(row),
+            KeyColumn::FixedSizeBinary(array) => array.is_null(row),
         }
     }
 
@@ -1255,18 +1596,27 @@ impl KeyColumn<'_> {
         if self.is_null(row) {
             return Key::Null;
         }
+        let bytes = |value: &[u8]| Key::Bytes(value.into());
         match self {
             KeyColumn::Null => Key::Null,
             KeyColumn::Int(array) => Key::Int(array.value(row)),
             KeyColumn::Utf8(array) => Key::str(array.value(row)),
             KeyColumn::LargeUtf8(array) => Key::str(array.value(row)),
             KeyColumn::Utf8View(array) => Key::str(array.value(row)),
+            KeyColumn::Binary(array) => bytes(array.value(row)),
+            KeyColumn::LargeBinary(array) => bytes(array.value(row)),
+            KeyColumn::BinaryView(array) => bytes(array.value(row)),
+            KeyColumn::FixedSizeBinary(array) => bytes(array.value(row)),
         }
     }
 }
 
-/// Brings a key column to one of the types [`KeyColumn`] reads: integers to `Int64` (checking
-/// that unsigned 64-bit values fit), dictionaries to their values.
+/// Brings a key column to one of the types [`KeyColumn`] reads, so that equal values of one
+/// [`KeyKind`] give equal [`Key`]s whatever their width, unit or scale: integers, booleans,
+/// dates (to milliseconds), times and timestamps (to nanoseconds) and floats (to the bits of
+/// their canonical `f64`) to `Int64`; decimals to canonical text; dictionaries to their values.
+/// A value that does not fit (an unsigned 64-bit integer above `i64::MAX`, a timestamp outside
+/// the years 1677 to 2262 in nanoseconds) is [`Error::Input`] naming the row.
 fn normalise_key_column(array: &ArrayRef, field: &Field, path: &Path) -> Result<ArrayRef> {
     let cast_to = |to: &DataType| {
         cast(array, to).map_err(|error| {
@@ -1278,25 +1628,32 @@ fn normalise_key_column(array: &ArrayRef, field: &Field, path: &Path) -> Result<
             ))
         })
     };
+    let too_big = |row: usize, value: &dyn fmt::Display, limit: &str| {
+        Error::Input(format!(
+            "{} column `{}` row {}: value {value} of type {} is outside {limit}, which keys of \
+             its kind must fit; cast the column to a string",
+            path.display(),
+            field.name(),
+            row + 1,
+            field.data_type()
+        ))
+    };
     match array.data_type() {
-        DataType::Int64 | DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-            Ok(array.clone())
-        }
-        DataType::Null => Ok(array.clone()),
+        DataType::Int64
+        | DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_)
+        | DataType::Null => Ok(array.clone()),
         DataType::UInt64 => {
             let values = array.as_primitive::<UInt64Type>();
-            let too_big = (0..values.len())
+            let too_big_row = (0..values.len())
                 .find(|&row| values.is_valid(row) && values.value(row) > i64::MAX as u64);
-            if let Some(row) = too_big {
-                return Err(Error::Input(format!(
-                    "{} column `{}` row {}: value {} is above the largest supported key \
-                     {}; keys must fit a signed 64-bit integer, or cast the column to a string",
-                    path.display(),
-                    field.name(),
-                    row + 1,
-                    values.value(row),
-                    i64::MAX
-                )));
+            if let Some(row) = too_big_row {
+                return Err(too_big(row, &values.value(row), "a signed 64-bit integer"));
             }
             Ok(Arc::new(values.unary::<_, Int64Type>(|value| value as i64)))
         }
@@ -1305,13 +1662,109 @@ fn normalise_key_column(array: &ArrayRef, field: &Field, path: &Path) -> Result<
         | DataType::Int32
         | DataType::UInt8
         | DataType::UInt16
-        | DataType::UInt32 => cast_to(&DataType::Int64),
+        | DataType::UInt32
+        | DataType::Boolean => cast_to(&DataType::Int64),
+        DataType::Float16 => Ok(float_keys::<Float16Type>(array, |value| value.to_f64())),
+        DataType::Float32 => Ok(float_keys::<Float32Type>(array, f64::from)),
+        DataType::Float64 => Ok(float_keys::<Float64Type>(array, |value| value)),
+        DataType::Decimal32(_, scale) => Ok(decimal_keys::<Decimal32Type>(array, *scale)),
+        DataType::Decimal64(_, scale) => Ok(decimal_keys::<Decimal64Type>(array, *scale)),
+        DataType::Decimal128(_, scale) => Ok(decimal_keys::<Decimal128Type>(array, *scale)),
+        DataType::Decimal256(_, scale) => Ok(decimal_keys::<Decimal256Type>(array, *scale)),
+        DataType::Date32 => Ok(Arc::new(
+            array
+                .as_primitive::<Date32Type>()
+                .unary::<_, Int64Type>(|days| i64::from(days) * MILLIS_PER_DAY),
+        )),
+        DataType::Date64 => cast_to(&DataType::Int64),
+        DataType::Time32(unit) | DataType::Time64(unit) => {
+            // A time of day is below 86,400 s, so no unit overflows in nanoseconds.
+            let values = cast_to(&DataType::Int64)?;
+            let factor = nanos_per(*unit);
+            Ok(Arc::new(
+                values
+                    .as_primitive::<Int64Type>()
+                    .unary::<_, Int64Type>(|value| value * factor),
+            ))
+        }
+        DataType::Timestamp(unit, _) => {
+            let values = cast_to(&DataType::Int64)?;
+            let values = values.as_primitive::<Int64Type>();
+            let factor = nanos_per(*unit);
+            let overflow = (0..values.len()).find(|&row| {
+                values.is_valid(row) && values.value(row).checked_mul(factor).is_none()
+            });
+            if let Some(row) = overflow {
+                let shown = ArrayFormatter::try_new(array.as_ref(), &FormatOptions::default())
+                    .map(|formatter| formatter.value(row).to_string())
+                    .unwrap_or_else(|_| values.value(row).to_string());
+                return Err(too_big(
+                    row,
+                    &shown,
+                    "the nanosecond range (years 1677 to 2262)",
+                ));
+            }
+            Ok(Arc::new(
+                values.unary::<_, Int64Type>(|value| value * factor),
+            ))
+        }
         DataType::Dictionary(_, values) if key_kind(values).is_some() => {
             let plain = cast_to(values)?;
             normalise_key_column(&plain, field, path)
         }
         _ => Err(unsupported_key(field, path)),
     }
+}
+
+const MILLIS_PER_DAY: i64 = 86_400_000;
+
+fn nanos_per(unit: TimeUnit) -> i64 {
+    match unit {
+        TimeUnit::Second => 1_000_000_000,
+        TimeUnit::Millisecond => 1_000_000,
+        TimeUnit::Microsecond => 1_000,
+        TimeUnit::Nanosecond => 1,
+    }
+}
+
+/// Float keys as the bits of their canonical `f64` ([`float_word`]), which are equal exactly
+/// when SQL (as DuckDB has it) calls the values equal. A `float32` widens to `f64` exactly, so it
+/// matches the `float64` of the same value, as DuckDB's implicit cast does.
+fn float_keys<T: ArrowPrimitiveType>(
+    array: &ArrayRef,
+    to_f64: impl Fn(T::Native) -> f64,
+) -> ArrayRef {
+    Arc::new(
+        array
+            .as_primitive::<T>()
+            .unary::<_, Int64Type>(|value| float_word(to_f64(value)) as i64),
+    )
+}
+
+/// Decimal keys as canonical text: the unscaled value without trailing zeros, and the power of
+/// ten it is scaled by (`15e-1` for 1.5 whether stored as 15 at scale 1 or 150 at scale 2), so
+/// that equal values at different scales are one key and no width is too narrow.
+fn decimal_keys<T: DecimalType>(array: &ArrayRef, scale: i8) -> ArrayRef
+where
+    T::Native: fmt::Display,
+{
+    let values = array.as_primitive::<T>();
+    let texts: StringArray = values
+        .iter()
+        .map(|value| value.map(|value| canonical_decimal(&value.to_string(), scale)))
+        .collect();
+    Arc::new(texts)
+}
+
+/// `unscaled` (decimal digits with an optional `-`) times ten to the `-scale`, as
+/// `<digits>e<exponent>` with no trailing zeros in the digits; zero is `0e0`.
+fn canonical_decimal(unscaled: &str, scale: i8) -> String {
+    let digits = unscaled.trim_end_matches('0');
+    if digits.is_empty() || digits == "-" {
+        return "0e0".to_string();
+    }
+    let stripped = (unscaled.len() - digits.len()) as i64;
+    format!("{digits}e{}", stripped - i64::from(scale))
 }
 
 /// The key column of `batch`, normalised to `Int64`, when the key is one integer column: the
@@ -1383,8 +1836,9 @@ pub fn tally_keys(
     Ok(())
 }
 
-/// One [`Key`] per row of `batch` from the key `columns`: `Key::Int` or `Key::Str` for one
-/// column, [`Key::composite`] for several; a NULL in any key column gives [`Key::Null`].
+/// One [`Key`] per row of `batch` from the key `columns`, each read by the rules of
+/// [`KeyKind`]: `Key::Int`, `Key::Str` or `Key::Bytes` for one column, [`Key::composite`] for
+/// several; a NULL in any key column gives [`Key::Null`].
 pub fn extract_keys(batch: &RecordBatch, columns: &[String], path: &Path) -> Result<Vec<Key>> {
     if columns.is_empty() {
         return Err(Error::Usage(
@@ -1399,16 +1853,7 @@ pub fn extract_keys(batch: &RecordBatch, columns: &[String], path: &Path) -> Res
             normalise_key_column(batch.column(index), field, path)
         })
         .collect::<Result<Vec<ArrayRef>>>()?;
-    let key_columns: Vec<KeyColumn<'_>> = normalised
-        .iter()
-        .map(|array| match array.data_type() {
-            DataType::Int64 => KeyColumn::Int(array.as_primitive::<Int64Type>()),
-            DataType::Utf8 => KeyColumn::Utf8(array.as_string::<i32>()),
-            DataType::LargeUtf8 => KeyColumn::LargeUtf8(array.as_string::<i64>()),
-            DataType::Utf8View => KeyColumn::Utf8View(array.as_string_view()),
-            _ => KeyColumn::Null,
-        })
-        .collect();
+    let key_columns: Vec<KeyColumn<'_>> = normalised.iter().map(KeyColumn::of).collect();
 
     let rows = 0..batch.num_rows();
     Ok(match key_columns.as_slice() {
@@ -2379,7 +2824,7 @@ mod tests {
     fn bad_key_columns_are_explained() {
         let schema = Schema::new(vec![
             Field::new("Id", DataType::Int64, false),
-            Field::new("price", DataType::Float64, false),
+            Field::new("price", DataType::Duration(TimeUnit::Second), false),
         ]);
         let path = Path::new("t.parquet");
         match key_kinds(&schema, &strings(&["id"]), path) {
@@ -2396,7 +2841,7 @@ mod tests {
         match key_kinds(&schema, &strings(&["price"]), path) {
             Err(Error::Input(message)) => {
                 assert!(message.contains("`price`"), "{message}");
-                assert!(message.contains("Float64"), "{message}");
+                assert!(message.contains("Duration"), "{message}");
                 assert!(message.contains("cast"), "{message}");
             }
             other => panic!("expected an input error, got {other:?}"),
@@ -2405,6 +2850,49 @@ mod tests {
             key_kinds(&schema, &strings(&["Id"]), path).unwrap(),
             [KeyKind::Int]
         );
+    }
+
+    #[test]
+    fn a_missing_decoder_feature_is_not_called_corruption() {
+        let path = Path::new("t.parquet");
+        let missing = ParquetError::General("Disabled feature at compile time: zstd".into());
+        let message = parquet_read_error(path, missing).to_string();
+        assert!(
+            message.contains("uses a feature skewjoin cannot read"),
+            "{message}"
+        );
+        assert!(message.contains("zstd"), "{message}");
+        assert!(!message.contains("may be truncated"), "{message}");
+        let bad = ParquetError::General("Invalid Parquet file. Corrupt footer".into());
+        let message = parquet_read_error(path, bad).to_string();
+        assert!(message.contains("may be truncated or corrupt"), "{message}");
+    }
+
+    #[test]
+    fn equal_decimals_at_any_scale_are_one_text() {
+        assert_eq!(canonical_decimal("150", 2), "15e-1");
+        assert_eq!(canonical_decimal("1500", 3), "15e-1");
+        assert_eq!(canonical_decimal("-1", 2), "-1e-2");
+        assert_eq!(canonical_decimal("0", 5), "0e0");
+        assert_eq!(canonical_decimal("12", -2), "12e2");
+        assert_eq!(canonical_decimal("1200", 0), "12e2");
+        assert_ne!(canonical_decimal("15", 1), canonical_decimal("15", 0));
+    }
+
+    #[test]
+    fn the_csv_delimiter_is_the_commonest_in_the_header() {
+        let delimiter = |head: &str| csv_syntax(head.as_bytes()).delimiter;
+        assert_eq!(delimiter("a,b,c\n1;2;3;4;5\n"), b',');
+        assert_eq!(delimiter("a\tb\tc\n"), b'\t');
+        assert_eq!(delimiter("a;b,c;d\n"), b';');
+        assert_eq!(delimiter("\"a;b\",c\n"), b',');
+        assert_eq!(delimiter("a|b\n"), b'|');
+        assert_eq!(delimiter("a;b,c\n"), b',', "a tie is a comma");
+        assert_eq!(delimiter("only\n"), b',');
+        assert_eq!(parse_csv_byte("tab"), Ok(b'\t'));
+        assert_eq!(parse_csv_byte(";"), Ok(b';'));
+        assert!(parse_csv_byte(";;").is_err());
+        assert!(parse_csv_byte("é").is_err());
     }
 
     #[test]

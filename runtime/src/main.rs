@@ -12,6 +12,10 @@ fn main() -> ExitCode {
     skewjoin_runtime::interrupt::install();
     // A decoder's panic on a corrupt file is reported as an input error naming the file.
     skewjoin_runtime::io::quiet_fenced_panics();
+    // Every CSV reader of this process reads the dialect from there.
+    if let Some(csv) = cli.command.csv_args() {
+        skewjoin_runtime::io::set_csv_dialect(csv.dialect());
+    }
     let result = match cli.command {
         Command::Join(args) => commands::join(args),
         Command::Gen(args) => commands::gen(args),
