@@ -527,6 +527,7 @@ fn agreed_fields(
             args.run.sample_fraction,
         ),
     );
+    put("CSV dialect", format!("{:?}", args.csv.dialect()));
     put(
         "memory limits",
         format!(

@@ -468,7 +468,12 @@ fn processes_that_differ_stop_naming_the_difference() {
         "e",
         &["--rows", "1000", "--keys", "100", "--seed", "9"],
     );
-    let cases: [(&str, [&[&str]; 2], &str); 3] = [
+    let cases: [(&str, [&[&str]; 2], &str); 4] = [
+        (
+            "csv null text",
+            [&["--null", "NA"], &["--null", "-"]],
+            "CSV dialect",
+        ),
         (
             "inputs",
             [&["--workers", "1"], &["--workers", "1"]],
