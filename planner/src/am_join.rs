@@ -426,10 +426,19 @@ pub fn grid_shape(l: u64, r: u64, cells: u64) -> (u32, u32) {
     (best.0 as u32, best.1 as u32)
 }
 
+/// How many partitions a cell is weighed against: the least loaded ones. Up to this many
+/// partitions every one is a candidate, so the placement is the exact greedy one; beyond, a cell
+/// costs `log P` plus this, not `P` (at 10^5 partitions the full scan took minutes, since the cell
+/// count grows with P too).
+const PLACEMENT_CANDIDATES: usize = 256;
+
 /// Places every cell of every grid, largest first, where it least raises the larger of the
 /// partition's two shares: of the grids' output and of their input records. Output alone would
 /// dominate (it is the product of the counts) and leave the input uneven; both are balanced.
 /// Cold keys and one-side-hot keys spread evenly, so they are left out of the packing.
+///
+/// A cell is weighed against the [`PLACEMENT_CANDIDATES`] partitions whose larger share is the
+/// smallest (all of them at up to that many partitions); ties go to the lowest partition.
 fn place_cells(grids: &mut [Grid], partitions: usize) {
     let mut cells: Vec<(u64, u64, usize, usize)> = Vec::new();
     for (index, grid) in grids.iter_mut().enumerate() {
@@ -450,19 +459,34 @@ fn place_cells(grids: &mut [Grid], partitions: usize) {
             .then(a.2.cmp(&b.2))
             .then(a.3.cmp(&b.3))
     });
+    let partitions = partitions.max(1);
     let mut out = vec![0u64; partitions];
     let mut input = vec![0u64; partitions];
+    // The larger share of each partition, as the bits of a non-negative f64 (which order as the
+    // values do), with the partition: the least loaded come first.
+    let larger_share = |out: u64, input: u64| {
+        (out as f64 / total_out)
+            .max(input as f64 / total_in)
+            .to_bits()
+    };
+    let mut by_load: std::collections::BTreeSet<(u64, usize)> =
+        (0..partitions).map(|p| (0f64.to_bits(), p)).collect();
     for (cell_out, cell_in, index, cell) in cells {
         let cost = |p: usize| {
             let o = (out[p] + cell_out) as f64 / total_out;
             let i = (input[p] + cell_in) as f64 / total_in;
             o.max(i)
         };
-        let partition = (0..partitions)
+        let partition = by_load
+            .iter()
+            .take(PLACEMENT_CANDIDATES)
+            .map(|&(_, p)| p)
             .min_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(a.cmp(&b)))
             .expect("at least one partition");
+        by_load.remove(&(larger_share(out[partition], input[partition]), partition));
         out[partition] += cell_out;
         input[partition] += cell_in;
+        by_load.insert((larger_share(out[partition], input[partition]), partition));
         grids[index].cells[cell] = partition as u32;
     }
 }
@@ -845,6 +869,96 @@ mod tests {
         // Never more rows than records.
         assert_eq!(grid_shape(1, 50, 8).0, 1);
         assert_eq!(grid_shape(1, 1, 8), (1, 1));
+    }
+
+    /// Grids of uneven keys: a few large ones and many small ones, with varied shapes.
+    fn uneven_grids(keys: u64) -> Vec<Grid> {
+        (0..keys)
+            .map(|k| {
+                let (left, right) = (50 + (k * 7919) % 400, 30 + (k * 104_729) % 600);
+                let (rows, cols) = grid_shape(left, right, 1 + k % 12);
+                Grid {
+                    left,
+                    right,
+                    rows,
+                    cols,
+                    cells: Vec::new(),
+                }
+            })
+            .collect()
+    }
+
+    /// The placement as it was before the candidate set: every partition weighed for every cell.
+    fn place_by_full_scan(grids: &mut [Grid], partitions: usize) {
+        let mut cells = Vec::new();
+        for (index, grid) in grids.iter_mut().enumerate() {
+            let count = (grid.rows * grid.cols) as usize;
+            grid.cells = vec![0; count];
+            let l = grid.left.div_ceil(grid.rows as u64);
+            let r = grid.right.div_ceil(grid.cols as u64);
+            cells.extend((0..count).map(|cell| (l * r, l + r, index, cell)));
+        }
+        let total_out = cells.iter().map(|c| c.0).sum::<u64>().max(1) as f64;
+        let total_in = cells.iter().map(|c| c.1).sum::<u64>().max(1) as f64;
+        let weight = |c: &(u64, u64, usize, usize)| c.0 as f64 / total_out + c.1 as f64 / total_in;
+        cells.sort_by(|a, b| {
+            weight(b)
+                .total_cmp(&weight(a))
+                .then(a.2.cmp(&b.2))
+                .then(a.3.cmp(&b.3))
+        });
+        let (mut out, mut input) = (vec![0u64; partitions], vec![0u64; partitions]);
+        for (cell_out, cell_in, index, cell) in cells {
+            let cost = |p: usize| {
+                ((out[p] + cell_out) as f64 / total_out).max((input[p] + cell_in) as f64 / total_in)
+            };
+            let p = (0..partitions)
+                .min_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(a.cmp(&b)))
+                .unwrap();
+            out[p] += cell_out;
+            input[p] += cell_in;
+            grids[index].cells[cell] = p as u32;
+        }
+    }
+
+    #[test]
+    fn up_to_the_candidate_count_cells_are_placed_as_by_a_full_scan() {
+        for partitions in [1, 3, 8, 64, PLACEMENT_CANDIDATES] {
+            let mut fast = uneven_grids(300);
+            let mut full = fast.clone();
+            place_cells(&mut fast, partitions);
+            place_by_full_scan(&mut full, partitions);
+            assert_eq!(fast, full, "P = {partitions}");
+        }
+    }
+
+    #[test]
+    fn many_partitions_are_filled_evenly_from_the_least_loaded() {
+        let partitions = 5_000;
+        let mut grids = uneven_grids(3_000);
+        place_cells(&mut grids, partitions);
+        let (mut out, mut input) = (vec![0u64; partitions], vec![0u64; partitions]);
+        let (mut largest_out, mut largest_in) = (0u64, 0u64);
+        for grid in &grids {
+            let l = grid.left.div_ceil(grid.rows as u64);
+            let r = grid.right.div_ceil(grid.cols as u64);
+            largest_out = largest_out.max(l * r);
+            largest_in = largest_in.max(l + r);
+            for &p in &grid.cells {
+                out[p as usize] += l * r;
+                input[p as usize] += l + r;
+            }
+        }
+        // The least loaded partition is always a candidate, and its larger share is at most
+        // 2 / P (the two shares each sum to 1), so no partition ends above that plus one cell.
+        let (total_out, total_in) = (out.iter().sum::<u64>(), input.iter().sum::<u64>());
+        let bound = 2.0 / partitions as f64
+            + (largest_out as f64 / total_out as f64).max(largest_in as f64 / total_in as f64);
+        for p in 0..partitions {
+            let share = (out[p] as f64 / total_out as f64).max(input[p] as f64 / total_in as f64);
+            assert!(share <= bound + 1e-12, "partition {p}: {share} > {bound}");
+        }
+        assert!(out.iter().all(|&o| o > 0), "every partition gets a cell");
     }
 
     #[test]
