@@ -2,8 +2,8 @@
 //! a timely cluster of `N` processes (the hostfile has one `host:port` per process, as timely's
 //! `-h`), and `skewjoin cluster --processes N -- join ...` starts `N` such processes on this
 //! machine, on free loopback ports, with a secret of the run. The connections are opened and
-//! authenticated here ([`handshake`]), where the processes also compare everything that must
-//! agree ([`agreed_fields`]), and only then handed to timely.
+//! authenticated here (`handshake`), where the processes also compare everything that must
+//! agree (`agreed_fields`), and only then handed to timely.
 //!
 //! Each process reads only its share of each input (row groups of Parquet, record batches of
 //! Arrow IPC, byte ranges of CSV; see [`crate::io::read_table_share`]), streaming it into the join
@@ -12,11 +12,11 @@
 //! so every one runs the same plan. Output is written as one part file per worker,
 //! `DIR/part-WWWWW.EXT`, and process 0 writes `DIR/_manifest.json` (every part with its row count
 //! and checksum, and the totals) once all parts are complete; the parts are written in a
-//! directory of the run beside `DIR`, moved into place whole when complete ([`staged_dir`]), so a
-//! failed run leaves an earlier output as it was. Without `--output` only the row count and checksum are computed, and
-//! rows travel as a row number and a hash; with it, each row's contents travel with it (Arrow's
-//! row format, encoded a batch at a time as it is read), because the worker that joins a pair may
-//! be on a process that read neither row.
+//! directory of the run beside `DIR`, moved into place whole when complete (`staged_dir`), so a
+//! failed run leaves an earlier output as it was. Without `--output` only the row count and
+//! checksum are computed, and rows travel as a row number and a hash; with it, each row's contents
+//! travel with it (Arrow's row format, encoded a batch at a time as it is read), because the
+//! worker that joins a pair may be on a process that read neither row.
 //! `--metrics` is written by process 0 and describes the whole cluster.
 //!
 //! Faults: a process that cannot connect to all others within `--connect-timeout` seconds exits
