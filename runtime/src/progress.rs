@@ -1,7 +1,7 @@
 //! Progress on stderr: a live spinner with the output row count when stderr is a terminal, plain
 //! time-stamped lines (one every few seconds while joining) otherwise, nothing with `--quiet`.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -54,7 +54,7 @@ impl Progress {
     pub fn say(&self, message: &str) {
         match &self.mode {
             Mode::Quiet => {}
-            Mode::Plain => eprintln!("[{:>7.1}s] {message}", self.start.elapsed().as_secs_f64()),
+            Mode::Plain => say_plain(self.start.elapsed().as_secs_f64(), message),
             Mode::Terminal(bar) => bar.set_message(message.to_string()),
         }
     }
@@ -118,7 +118,7 @@ impl Progress {
                 );
                 match &bar {
                     Some(bar) => bar.set_message(message),
-                    None => eprintln!("[{seconds:>7.1}s] {message}"),
+                    None => say_plain(seconds, &message),
                 }
             }
         });
@@ -141,4 +141,10 @@ impl Drop for Progress {
     fn drop(&mut self) {
         self.finish();
     }
+}
+
+/// A step on standard error, timestamped; a closed standard error (`2>&1 | head`) is no reason to
+/// stop the run, where `eprintln!` would panic.
+fn say_plain(seconds: f64, message: &str) {
+    let _ = writeln!(std::io::stderr(), "[{seconds:>7.1}s] {message}");
 }

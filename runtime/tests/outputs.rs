@@ -532,6 +532,27 @@ fn a_closed_stdout_ends_quietly_with_141() {
     assert!(hidden(dir.path()).is_empty());
 }
 
+#[test]
+fn a_closed_stderr_does_not_stop_a_join() {
+    let dir = inputs();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    // Without -q, progress goes to stderr as plain lines when it is not a terminal: every line
+    // meets a closed pipe, and the join must still print its result.
+    let output = Command::new(BIN)
+        .args(["join", "left.csv", "right.csv", "--on", "key", "-w", "2"])
+        .current_dir(dir.path())
+        .stderr(writer)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert!(
+        text(&output.stdout).starts_with("rows\t"),
+        "{}",
+        text(&output.stdout)
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Hints
 // ---------------------------------------------------------------------------------------------
