@@ -298,6 +298,70 @@ where
     .broadcast()
 }
 
+/// [`hot_keys`] for inputs whose sizes are known only when a time is complete: `rows` carries
+/// record counts `(left, right)` of each time from every worker, and must reach every worker
+/// (broadcast); the thresholds of a time are `thresholds(left total, right total)`. Each key's
+/// owner emits the hot keys it owns, with exact counts, and the sizes, at their time; the hot
+/// keys are not broadcast (send them on as needed).
+pub fn hot_keys_by_size<'s, T, K>(
+    left: StreamVec<'s, T, (K, u64)>,
+    right: StreamVec<'s, T, (K, u64)>,
+    rows: StreamVec<'s, T, (u64, u64)>,
+    thresholds: impl Fn(u64, u64) -> HotThresholds + 'static,
+) -> StreamVec<'s, T, SizedHotKeys<K>>
+where
+    T: Timestamp,
+    K: JoinKey,
+{
+    use timely::dataflow::operators::vec::Map;
+    use timely::dataflow::operators::{Concat, Exchange as _};
+    let counts = left
+        .exchange(|record: &(K, u64)| record.0.stable_hash())
+        .map(|(key, count)| (key, count, 0))
+        .concat(
+            right
+                .exchange(|record: &(K, u64)| record.0.stable_hash())
+                .map(|(key, count)| (key, 0, count)),
+        );
+    counts.binary_frontier(rows, Pipeline, Pipeline, "HotKeysBySize", move |_, _| {
+        let mut pending: Vec<(Capability<T>, (OwnerTally<K>, (u64, u64)))> = Vec::new();
+        move |(input_counts, frontier_counts), (input_rows, frontier_rows), output| {
+            input_counts.for_each_stamp(|stamp, data| {
+                let (tally, _) = counts_for(&mut pending, &stamp);
+                for batch in data {
+                    for (key, left, right) in batch.drain(..) {
+                        tally.add(key, left, right);
+                    }
+                }
+            });
+            input_rows.for_each_stamp(|stamp, data| {
+                let (_, sizes) = counts_for(&mut pending, &stamp);
+                for batch in data {
+                    for (left, right) in batch.drain(..) {
+                        sizes.0 += left;
+                        sizes.1 += right;
+                    }
+                }
+            });
+            let mut index = 0;
+            while index < pending.len() {
+                let time = pending[index].0.time();
+                if frontier_counts.less_equal(time) || frontier_rows.less_equal(time) {
+                    index += 1;
+                    continue;
+                }
+                let (capability, (tally, sizes)) = pending.swap_remove(index);
+                let hot: Vec<KeyCount<K>> = tally.hot(thresholds(sizes.0, sizes.1)).collect();
+                output.session(&capability).give((hot, sizes));
+            }
+        }
+    })
+}
+
+/// What [`hot_keys_by_size`] emits per owner and time: the hot keys it owns, and the sizes of
+/// both inputs at that time.
+pub type SizedHotKeys<K> = (Vec<KeyCount<K>>, (u64, u64));
+
 /// The accumulator of `stamp`'s time, created with a capability for it if new.
 pub(crate) fn counts_for<'a, T: Timestamp, M: Default>(
     pending: &'a mut Vec<(Capability<T>, M)>,

@@ -273,7 +273,7 @@ where
 
 /// The time a message's records are joined at: its stamp's only element in the usual case, the
 /// least one (by `Ord`) when a message carries several.
-pub(crate) fn join_time<T: Timestamp>(stamp: &InputCapability<T>) -> &T {
+pub fn join_time<T: Timestamp>(stamp: &InputCapability<T>) -> &T {
     stamp
         .stamp()
         .elements()
