@@ -10,12 +10,14 @@
 //!   (few, as the key is cold on the right) are broadcast; hot in the right only: symmetric;
 //! - cold and NULL keys: Shuffle-Join by key hash.
 //!
-//! **Two phases.** The classes must be known on every worker before the first record is routed,
-//! so a run is two dataflows in sequence on the same workers: the first counts keys
-//! ([`skewjoin_operators::key_stats`]) and broadcasts the hot ones; every worker then computes the
-//! same [`AmPlan`] from that (sorted) list, and the second dataflow captures the plan in its
-//! routing closures. Capture/replay inside one dataflow would also work but would hold every input
-//! record until the statistics are complete, which two phases avoid (inputs are re-read instead).
+//! **A plan per timestamp.** The classes must be known on every worker before a record is
+//! routed, and they hold only for the records they were counted from. Inside a dataflow, each
+//! timestamp is planned from its own records ([`crate::am_plans`]): the routing operators hold a
+//! timestamp's records until its plan has arrived, so nothing is routed by another timestamp's
+//! classes. A plan made elsewhere ([`AmPlanning::Fixed`]) is checked against each timestamp's
+//! records first. The command line, which joins one timestamp, counts keys in a dataflow of its
+//! own first and passes the plan as [`AmPlanning::Exact`]: the join then routes records as they
+//! come instead of holding them (inputs are re-read instead).
 //!
 //! **No deduplication, all join types.** Records of a hot-in-both key are copied to several cells,
 //! so a cell cannot decide padding, semi or anti: a cell may miss one side altogether. It need
@@ -26,8 +28,10 @@
 //! key hot on the left has left records, so its right records all match; they are broadcast for
 //! pairs (broadcast copies are never padded), emitted at the source for a right semi join, and
 //! dropped for a right anti join, while the left records at home are decided by the kernel, which
-//! sees every right record of the key. A key forced hot on a side where it has no records is
-//! treated as not hot there, so a wrong classification changes the cost, never the result.
+//! sees every right record of the key. A key forced or planned hot on a side where the timestamp
+//! has no records of it is treated as not hot there ([`AmPlan::new`] for counts,
+//! [`AmPlan::restricted`] for a fixed plan), so a wrong or stale classification changes the cost,
+//! never the result.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -36,18 +40,21 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 use skewjoin_operators::join_logic::JoinLogic;
 use skewjoin_operators::key_stats::{HotThresholds, KeyCount};
-use skewjoin_operators::partitioned_join::partitioned_join;
-use skewjoin_operators::route::{by_key_hash_with, route, route_copies, Route};
+use skewjoin_operators::partitioned_join::{join_time, partitioned_join};
+use skewjoin_operators::route::{Route, Routed};
 use skewjoin_operators::tree_join::{tree_join, TreeParams, TreeRounds};
-use skewjoin_operators::{JoinKey, JoinType, LoadRecorder, Partitioning, Side};
+use skewjoin_operators::{Dest, JoinKey, JoinType, LoadRecorder, Partitioning, Side};
+use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
-use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::{OutputBuilder, Session};
 use timely::dataflow::operators::vec::Map;
-use timely::dataflow::operators::Concat;
+use timely::dataflow::operators::{Capability, Concat};
 use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
+pub use crate::am_plans::AmPlanning;
 use crate::compose::Home;
 
 /// Which keys are hot: found from the counts, or forced (to test that classification only ever
@@ -385,6 +392,49 @@ impl<K: JoinKey> AmPlan<K> {
         }
     }
 
+    /// The plan with every key cold: AM-Join runs as Shuffle-Join.
+    pub fn cold() -> AmPlan<K> {
+        AmPlan {
+            classes: HashMap::new(),
+            grids: Vec::new(),
+            thresholds: HotThresholds {
+                left: u64::MAX,
+                right: u64::MAX,
+            },
+            summary: AmSummary::default(),
+        }
+    }
+
+    /// This plan for records where `present(key)` says whether a key has records on the left
+    /// and on the right: a key stays hot only on the sides where it has records, which is what
+    /// every class relies on (a hot-in-both key's cells are inner joins; a one-side-hot key's
+    /// broadcast records are never padded). A key hot on both sides that lost one side is hot
+    /// on the other only; a key that lost its hot side is cold. Grids and cells are kept, so the
+    /// keys that stay hot on both sides are placed as planned.
+    pub fn restricted(&self, present: impl Fn(&K) -> (bool, bool)) -> AmPlan<K> {
+        let mut classes = HashMap::with_capacity(self.classes.len());
+        for (key, &class) in &self.classes {
+            let (left, right) = present(key);
+            let kept = match class {
+                Class::Both(_) if left && right => Some(class),
+                Class::Both(_) if left => Some(Class::HotOn(Side::Left)),
+                Class::Both(_) if right => Some(Class::HotOn(Side::Right)),
+                Class::HotOn(Side::Left) if left => Some(class),
+                Class::HotOn(Side::Right) if right => Some(class),
+                _ => None,
+            };
+            if let Some(class) = kept {
+                classes.insert(key.clone(), class);
+            }
+        }
+        AmPlan {
+            classes,
+            grids: self.grids.clone(),
+            thresholds: self.thresholds,
+            summary: self.summary.clone(),
+        }
+    }
+
     /// The class of `key`, `None` for a cold (or NULL) key.
     #[inline]
     pub fn class(&self, key: &K) -> Option<Class> {
@@ -513,42 +563,10 @@ fn main_route(class: Class, side: Side, how: JoinType) -> Option<Route> {
     }
 }
 
-/// One cell copy of a record: its partition, and its key with the cell number.
-type CellCopy<K> = (u32, (K, u32));
-
-/// The cell copies of a record of `side`: `(partition, (key, cell))` for each cell of the row (a
-/// left record) or column (a right record) it picks. Rows and columns are picked round-robin per
-/// key, starting at the worker's index: even, and deterministic for a given input order.
-fn grid_copies<K: JoinKey>(
-    plan: Rc<AmPlan<K>>,
-    side: Side,
-    worker: usize,
-) -> impl FnMut(&K, &mut Vec<CellCopy<K>>) + 'static {
-    let mut next = vec![worker as u64; plan.grids.len()];
-    move |key, copies| {
-        if let Some(Class::Both(index)) = plan.class(key) {
-            let grid = &plan.grids[index as usize];
-            let counter = &mut next[index as usize];
-            *counter += 1;
-            match side {
-                Side::Left => {
-                    let row = (*counter % grid.rows as u64) as u32;
-                    for col in 0..grid.cols {
-                        let cell = row * grid.cols + col;
-                        copies.push((grid.cells[cell as usize], (key.clone(), cell)));
-                    }
-                }
-                Side::Right => {
-                    let col = (*counter % grid.cols as u64) as u32;
-                    for row in 0..grid.rows {
-                        let cell = row * grid.cols + col;
-                        copies.push((grid.cells[cell as usize], (key.clone(), cell)));
-                    }
-                }
-            }
-        }
-    }
-}
+/// A grid cell's key: the record's key with `(cell, partition)`. The partition travels in the
+/// key so that Tree-Join can place a cell's round-0 entry without the timestamp's plan; copies
+/// meeting in one partition never pair across cells.
+pub type CellKey<K> = (K, (u32, u32));
 
 /// True when a record of `side` in `class` is matched for sure and emitted where it is read:
 /// the semi side of a semi join, for keys hot in both or hot on the other side only.
@@ -561,10 +579,266 @@ fn emitted_at_source(class: Option<Class>, side: Side, how: JoinType) -> bool {
         }
 }
 
-/// Builds AM-Join over `left` and `right` with the decisions of `plan` (identical on every
-/// worker), calling `logic(key, left, right, out)` once per output row. With `tree`, the grid's
-/// cells go through Tree-Join rounds (cells larger than a leaf are split further, counting rounds
-/// into the [`TreeRounds`]); without, each cell is joined in one round.
+/// Routes one side's records by a plan: to the main join (cold keys by hash, one-side-hot keys
+/// at home or broadcast), to the grid's cells (hot-in-both keys), or out at once (the semi side
+/// of a semi join where the plan says every record matches).
+struct PlanRouter<K, V, E> {
+    side: Side,
+    how: JoinType,
+    partitioning: Partitioning,
+    worker: usize,
+    workers: u32,
+    home: Home<K, V>,
+    loads: LoadRecorder,
+    emit: E,
+    /// The plan the counters belong to, and the next row or column each grid's records pick:
+    /// round-robin per key, starting at the worker's index, so copies spread evenly and
+    /// deterministically for a given input order.
+    counters_of: Option<Rc<AmPlan<K>>>,
+    next: Vec<u64>,
+}
+
+impl<K: JoinKey, V: Clone, E> PlanRouter<K, V, E> {
+    /// Routes `batch` by `plan` into the three outputs' buffers.
+    fn route<D>(
+        &mut self,
+        plan: &Rc<AmPlan<K>>,
+        batch: &mut Vec<(K, V)>,
+        main: &mut Vec<Routed<K, V>>,
+        grid: &mut Vec<Routed<CellKey<K>, V>>,
+        emitted: &mut Vec<D>,
+    ) where
+        E: FnMut(&K, &V, &mut Vec<D>),
+    {
+        if !self
+            .counters_of
+            .as_ref()
+            .is_some_and(|p| Rc::ptr_eq(p, plan))
+        {
+            self.next = vec![self.worker as u64; plan.grids.len()];
+            self.counters_of = Some(Rc::clone(plan));
+        }
+        let keep_nulls = self.how.keeps_unmatched(self.side);
+        main.reserve(batch.len());
+        for (key, value) in batch.drain(..) {
+            let Some(class) = plan.class(&key) else {
+                // Cold: by key hash; kept NULL keys stay at home, since they never match.
+                if !key.is_null() {
+                    let partition = self.partitioning.partition_of_hash(key.stable_hash());
+                    main.push((Dest::partition(partition), (key, value)));
+                } else if keep_nulls {
+                    let home = (self.home)(&key, &value);
+                    main.push((Dest::partition(home), (key, value)));
+                }
+                continue;
+            };
+            if emitted_at_source(Some(class), self.side, self.how) {
+                (self.emit)(&key, &value, emitted);
+                self.loads.output((self.home)(&key, &value), 1);
+                continue;
+            }
+            if let Class::Both(index) = class {
+                if self.how.emits_pairs() {
+                    self.copy_to_cells(plan, index, &key, &value, grid);
+                }
+            }
+            match main_route(class, self.side, self.how) {
+                None => {
+                    let home = (self.home)(&key, &value);
+                    main.push((Dest::partition(home), (key, value)));
+                }
+                Some(Route::To(partition)) => main.push((Dest::partition(partition), (key, value))),
+                Some(Route::Broadcast) => {
+                    for worker in 1..self.workers {
+                        main.push((Dest::all_of_worker(worker), (key.clone(), value.clone())));
+                    }
+                    main.push((Dest::all_of_worker(0), (key, value)));
+                }
+                Some(Route::Drop) => {}
+            }
+        }
+    }
+
+    /// The copies of a hot-in-both record: a left record to every cell of the row it picks, a
+    /// right record to every cell of the column it picks.
+    fn copy_to_cells(
+        &mut self,
+        plan: &AmPlan<K>,
+        index: u32,
+        key: &K,
+        value: &V,
+        grid: &mut Vec<Routed<CellKey<K>, V>>,
+    ) {
+        let cells = &plan.grids[index as usize];
+        let counter = &mut self.next[index as usize];
+        *counter += 1;
+        let mut copy = |cell: u32| {
+            let partition = cells.cells[cell as usize];
+            grid.push((
+                Dest::partition(partition),
+                ((key.clone(), (cell, partition)), value.clone()),
+            ));
+        };
+        match self.side {
+            Side::Left => {
+                let row = (*counter % cells.rows as u64) as u32;
+                (0..cells.cols).for_each(|col| copy(row * cells.cols + col));
+            }
+            Side::Right => {
+                let col = (*counter % cells.cols as u64) as u32;
+                (0..cells.rows).for_each(|row| copy(row * cells.cols + col));
+            }
+        }
+    }
+}
+
+/// One side's routed outputs: the main join's records, the grid's cell copies, and the rows
+/// emitted at once.
+type PlanRouted<'s, T, K, V, D> = (
+    StreamVec<'s, T, Routed<K, V>>,
+    StreamVec<'s, T, Routed<CellKey<K>, V>>,
+    StreamVec<'s, T, D>,
+);
+
+/// Routes `records` of `side` by each timestamp's plan from `plans`, holding a timestamp's
+/// records until its plan has arrived; with `exact`, by that plan at once. A timestamp for which
+/// no plan comes (no worker had a record of a planned key) is routed as all cold.
+#[allow(clippy::too_many_arguments)]
+fn route_by_plan<'s, T, K, V, D, E>(
+    records: StreamVec<'s, T, (K, V)>,
+    plans: StreamVec<'s, T, Rc<AmPlan<K>>>,
+    exact: Option<Rc<AmPlan<K>>>,
+    side: Side,
+    how: JoinType,
+    partitioning: Partitioning,
+    home: Home<K, V>,
+    loads: LoadRecorder,
+    emit: E,
+) -> PlanRouted<'s, T, K, V, D>
+where
+    T: Timestamp,
+    K: JoinKey,
+    V: ExchangeData + Clone,
+    D: Clone + 'static,
+    E: FnMut(&K, &V, &mut Vec<D>) + 'static,
+{
+    let scope = records.scope();
+    let name = match side {
+        Side::Left => "AmRouteLeft",
+        Side::Right => "AmRouteRight",
+    };
+    let mut builder = OperatorBuilder::new(name.to_owned(), scope);
+    let mut records_input = builder.new_input(records, Pipeline);
+    let mut plans_input = builder.new_input(plans, Pipeline);
+    let (main_output, main_stream) = builder.new_output();
+    let (grid_output, grid_stream) = builder.new_output();
+    let (emit_output, emit_stream) = builder.new_output();
+    let mut main_output = OutputBuilder::from(main_output);
+    let mut grid_output = OutputBuilder::from(grid_output);
+    let mut emit_output = OutputBuilder::from(emit_output);
+    let mut router = PlanRouter {
+        side,
+        how,
+        partitioning,
+        worker: scope.index(),
+        workers: scope.peers() as u32,
+        home,
+        loads,
+        emit,
+        counters_of: None,
+        next: Vec::new(),
+    };
+    builder.build(move |initial| {
+        drop(initial);
+        let cold = Rc::new(AmPlan::cold());
+        let mut known: Vec<(T, Rc<AmPlan<K>>)> = Vec::new();
+        let mut held: Vec<HeldRecords<T, K, V>> = Vec::new();
+        let (mut main, mut grid, mut emitted) = (Vec::new(), Vec::new(), Vec::new());
+        move |frontiers| {
+            let (records_frontier, plans_frontier) = (&frontiers[0], &frontiers[1]);
+            let mut main_handle = main_output.activate();
+            let mut grid_handle = grid_output.activate();
+            let mut emit_handle = emit_output.activate();
+            plans_input.for_each_stamp(|stamp, data| {
+                for batch in data {
+                    for plan in batch.drain(..) {
+                        known.push((join_time(&stamp).clone(), plan));
+                    }
+                }
+            });
+            records_input.for_each_stamp(|stamp, data| {
+                let time = join_time(&stamp).clone();
+                match &exact {
+                    Some(plan) => {
+                        for batch in data {
+                            router.route(plan, batch, &mut main, &mut grid, &mut emitted);
+                            give(&mut main_handle.session(&stamp), &mut main);
+                            give(&mut grid_handle.session(&stamp), &mut grid);
+                            give(&mut emit_handle.session(&stamp), &mut emitted);
+                        }
+                    }
+                    None => {
+                        let index = match held.iter().position(|h| *h.0[0].time() == time) {
+                            Some(index) => index,
+                            None => {
+                                let capabilities = [0, 1, 2].map(|port| stamp.delayed(&time, port));
+                                held.push((capabilities, Vec::new()));
+                                held.len() - 1
+                            }
+                        };
+                        for batch in data {
+                            held[index].1.append(batch);
+                        }
+                    }
+                }
+            });
+            let mut index = 0;
+            while index < held.len() {
+                let time = held[index].0[0].time().clone();
+                let plan = match known.iter().find(|(t, _)| *t == time) {
+                    Some((_, plan)) => Rc::clone(plan),
+                    None if !plans_frontier.less_equal(&time) => Rc::clone(&cold),
+                    None => {
+                        index += 1;
+                        continue;
+                    }
+                };
+                let ([main_cap, grid_cap, emit_cap], mut batch) = held.swap_remove(index);
+                router.route(&plan, &mut batch, &mut main, &mut grid, &mut emitted);
+                give(&mut main_handle.session(&main_cap), &mut main);
+                give(&mut grid_handle.session(&grid_cap), &mut grid);
+                give(&mut emit_handle.session(&emit_cap), &mut emitted);
+            }
+            // A plan is needed while records of its time may still arrive.
+            known.retain(|(time, _)| records_frontier.less_equal(time));
+        }
+    });
+    (main_stream, grid_stream, emit_stream)
+}
+
+/// A timestamp's records held until its plan arrives, with a capability for each output.
+type HeldRecords<T, K, V> = ([Capability<T>; 3], Vec<(K, V)>);
+
+/// Hands a non-empty buffer to a session whole.
+fn give<T, C, D>(
+    session: &mut Session<'_, '_, T, CapacityContainerBuilder<Vec<D>>, C>,
+    buffer: &mut Vec<D>,
+) where
+    T: Timestamp,
+    C: timely::dataflow::operators::CapabilityTrait<T>,
+    D: Clone + 'static,
+{
+    if !buffer.is_empty() {
+        session.give_container(buffer);
+        buffer.clear();
+    }
+}
+
+/// Builds AM-Join over `left` and `right`, planned as `planning` says (per timestamp inside the
+/// dataflow, a fixed plan checked per timestamp, or an exact plan of these very records),
+/// calling `logic` for every output row. With `tree`, the grid's cells go through Tree-Join
+/// rounds (cells larger than a leaf are split further, counting rounds into the
+/// [`TreeRounds`]); without, each cell is joined in one round.
 #[allow(clippy::too_many_arguments)]
 pub fn am_join<'s, T, K, L, R, D, F>(
     left: StreamVec<'s, T, (K, L)>,
@@ -572,7 +846,7 @@ pub fn am_join<'s, T, K, L, R, D, F>(
     how: JoinType,
     partitioning: Partitioning,
     homes: (Home<K, L>, Home<K, R>),
-    plan: Rc<AmPlan<K>>,
+    planning: AmPlanning<K>,
     tree: Option<(TreeParams, TreeRounds)>,
     loads: LoadRecorder,
     logic: F,
@@ -585,49 +859,44 @@ where
     D: Clone + 'static,
     F: JoinLogic<K, L, R, D> + 'static,
 {
-    let worker = left.scope().index();
     let (home_left, home_right) = homes;
     let logic = SharedLogic(Rc::new(RefCell::new(logic)));
+    let plans = crate::am_plans::plans(&left, &right, &planning, partitioning);
+    let exact = match &planning {
+        AmPlanning::Exact(plan) => Some(Rc::clone(plan)),
+        _ => None,
+    };
+    // An exact plan without grids needs no grid join: the CLI's common case on cold data.
+    let grids = how.emits_pairs() && exact.as_ref().is_none_or(|plan| !plan.grids.is_empty());
 
-    // The main join: cold keys by hash, one-side-hot keys stay at home or are broadcast.
-    let main_left = {
-        let plan = Rc::clone(&plan);
-        let home = Rc::clone(&home_left);
-        let null_home = Rc::clone(&home_left);
-        let mut cold = by_key_hash_with(
-            partitioning,
-            how.keeps_unmatched(Side::Left),
-            move |k, v| null_home(k, v),
-        );
-        route(
-            left.clone(),
-            "AmLeft",
-            move |key: &K, value: &L| match plan.class(key) {
-                None => cold(key, value),
-                Some(class) => main_route(class, Side::Left, how)
-                    .unwrap_or_else(|| Route::To(home(key, value))),
-            },
-        )
-    };
-    let main_right = {
-        let plan = Rc::clone(&plan);
-        let home = Rc::clone(&home_right);
-        let null_home = Rc::clone(&home_right);
-        let mut cold = by_key_hash_with(
-            partitioning,
-            how.keeps_unmatched(Side::Right),
-            move |k, v| null_home(k, v),
-        );
-        route(
-            right.clone(),
-            "AmRight",
-            move |key: &K, value: &R| match plan.class(key) {
-                None => cold(key, value),
-                Some(class) => main_route(class, Side::Right, how)
-                    .unwrap_or_else(|| Route::To(home(key, value))),
-            },
-        )
-    };
+    let shared = logic.clone();
+    let (main_left, grid_left, emitted_left) = route_by_plan(
+        left,
+        plans.clone(),
+        exact.clone(),
+        Side::Left,
+        how,
+        partitioning,
+        home_left,
+        loads.clone(),
+        move |key: &K, value: &L, out: &mut Vec<D>| {
+            shared.0.borrow_mut().row(key, Some(value), None, out)
+        },
+    );
+    let shared = logic.clone();
+    let (main_right, grid_right, emitted_right) = route_by_plan(
+        right,
+        plans,
+        exact,
+        Side::Right,
+        how,
+        partitioning,
+        home_right,
+        loads.clone(),
+        move |key: &K, value: &R, out: &mut Vec<D>| {
+            shared.0.borrow_mut().row(key, None, Some(value), out)
+        },
+    );
     let mut output = partitioned_join(
         main_left,
         main_right,
@@ -637,103 +906,36 @@ where
         logic.clone(),
     );
 
-    // Hot in both: the grid of cells, joined as inner joins, in one round or with Tree-Join
-    // rounds for cells still larger than a leaf.
-    if how.emits_pairs() && !plan.grids.is_empty() {
+    // Hot in both: the grid of cells, joined as inner joins (every record of such a key
+    // matches: the timestamp's plan has it hot on both sides only where it has records on both),
+    // in one round or with Tree-Join rounds for cells still larger than a leaf.
+    if grids {
         let cell_logic = CellLogic(logic.clone());
         let cells = match tree {
-            None => {
-                let mut copy_left = grid_copies(Rc::clone(&plan), Side::Left, worker);
-                let grid_left =
-                    route_copies(left.clone(), "AmGridLeft", move |key: &K, _: &L, copies| {
-                        copy_left(key, copies)
-                    });
-                let mut copy_right = grid_copies(Rc::clone(&plan), Side::Right, worker);
-                let grid_right = route_copies(
-                    right.clone(),
-                    "AmGridRight",
-                    move |key: &K, _: &R, copies| copy_right(key, copies),
-                );
-                partitioned_join(
-                    grid_left,
-                    grid_right,
-                    JoinType::Inner,
-                    partitioning,
-                    loads.clone(),
-                    cell_logic,
-                )
-            }
-            Some((params, rounds)) => {
-                let mut copy_left = grid_copies(Rc::clone(&plan), Side::Left, worker);
-                let mut copies = Vec::new();
-                let grid_left = left.clone().flat_map(move |(key, value): (K, L)| {
-                    copy_left(&key, &mut copies);
-                    copies
-                        .drain(..)
-                        .map(|(_, cell_key)| (cell_key, value.clone()))
-                        .collect::<Vec<_>>()
-                });
-                let mut copy_right = grid_copies(Rc::clone(&plan), Side::Right, worker);
-                let mut copies = Vec::new();
-                let grid_right = right.clone().flat_map(move |(key, value): (K, R)| {
-                    copy_right(&key, &mut copies);
-                    copies
-                        .drain(..)
-                        .map(|(_, cell_key)| (cell_key, value.clone()))
-                        .collect::<Vec<_>>()
-                });
-                let placed = Rc::clone(&plan);
-                let place = move |cell_key: &(K, u32)| match placed.class(&cell_key.0) {
-                    Some(Class::Both(index)) => {
-                        Some(placed.grids[index as usize].cells[cell_key.1 as usize])
-                    }
-                    _ => None,
-                };
-                tree_join(
-                    grid_left,
-                    grid_right,
-                    JoinType::Inner,
-                    partitioning,
-                    params,
-                    place,
-                    loads.clone(),
-                    rounds,
-                    cell_logic,
-                )
-            }
+            None => partitioned_join(
+                grid_left,
+                grid_right,
+                JoinType::Inner,
+                partitioning,
+                loads.clone(),
+                cell_logic,
+            ),
+            Some((params, rounds)) => tree_join(
+                grid_left.map(|(_, record)| record),
+                grid_right.map(|(_, record)| record),
+                JoinType::Inner,
+                partitioning,
+                params,
+                |cell: &CellKey<K>| Some(cell.1 .1),
+                loads.clone(),
+                rounds,
+                cell_logic,
+            ),
         };
         output = output.concat(cells);
     }
-
-    // Semi joins: matched-for-sure records of the semi side are emitted where they are read.
-    match how.semi_side() {
-        Some(Side::Left) => {
-            let plan = Rc::clone(&plan);
-            let shared = logic.clone();
-            let emitted = emit_at_source(
-                left,
-                "AmSemiLeft",
-                loads,
-                move |key| emitted_at_source(plan.class(key), Side::Left, how),
-                home_left,
-                move |key, value, out| shared.0.borrow_mut().row(key, Some(value), None, out),
-            );
-            output = output.concat(emitted);
-        }
-        Some(Side::Right) => {
-            let plan = Rc::clone(&plan);
-            let shared = logic.clone();
-            let emitted = emit_at_source(
-                right,
-                "AmSemiRight",
-                loads,
-                move |key| emitted_at_source(plan.class(key), Side::Right, how),
-                home_right,
-                move |key, value, out| shared.0.borrow_mut().row(key, None, Some(value), out),
-            );
-            output = output.concat(emitted);
-        }
-        None => {}
+    if how.semi_side().is_some() {
+        output = output.concat(emitted_left).concat(emitted_right);
     }
     output
 }
@@ -784,16 +986,16 @@ impl<K, L, R, D, F: JoinLogic<K, L, R, D>> JoinLogic<K, L, R, D> for SharedLogic
 /// The shared logic as the grid's cells see it: keyed by `(key, cell)`, reporting the key.
 struct CellLogic<F>(SharedLogic<F>);
 
-impl<K, L, R, D, F: JoinLogic<K, L, R, D>> JoinLogic<(K, u32), L, R, D> for CellLogic<F> {
+impl<K, C, L, R, D, F: JoinLogic<K, L, R, D>> JoinLogic<(K, C), L, R, D> for CellLogic<F> {
     #[inline]
-    fn row(&mut self, cell: &(K, u32), left: Option<&L>, right: Option<&R>, out: &mut Vec<D>) {
+    fn row(&mut self, cell: &(K, C), left: Option<&L>, right: Option<&R>, out: &mut Vec<D>) {
         self.0.row(&cell.0, left, right, out)
     }
 
     #[inline]
     fn lefts_with<'v>(
         &mut self,
-        cell: &(K, u32),
+        cell: &(K, C),
         lefts: impl ExactSizeIterator<Item = &'v L>,
         right: &R,
         out: &mut Vec<D>,
@@ -806,7 +1008,7 @@ impl<K, L, R, D, F: JoinLogic<K, L, R, D>> JoinLogic<(K, u32), L, R, D> for Cell
     #[inline]
     fn left_with_rights<'v>(
         &mut self,
-        cell: &(K, u32),
+        cell: &(K, C),
         left: &L,
         rights: impl ExactSizeIterator<Item = &'v R>,
         out: &mut Vec<D>,
@@ -815,44 +1017,6 @@ impl<K, L, R, D, F: JoinLogic<K, L, R, D>> JoinLogic<(K, u32), L, R, D> for Cell
     {
         self.0.left_with_rights(&cell.0, left, rights, out)
     }
-}
-
-/// Emits the records `select` picks without moving them, counting each as an output row of its
-/// home partition.
-fn emit_at_source<'s, T, K, V, D>(
-    stream: StreamVec<'s, T, (K, V)>,
-    name: &str,
-    loads: LoadRecorder,
-    select: impl Fn(&K) -> bool + 'static,
-    home: Home<K, V>,
-    mut emit: impl FnMut(&K, &V, &mut Vec<D>) + 'static,
-) -> StreamVec<'s, T, D>
-where
-    T: Timestamp,
-    K: JoinKey,
-    V: ExchangeData,
-    D: Clone + 'static,
-{
-    stream.unary(Pipeline, name, move |_, _| {
-        let mut out = Vec::new();
-        move |input, output| {
-            input.for_each_stamp(|cap, data| {
-                let mut session = output.session(&cap);
-                for batch in data {
-                    for (key, value) in batch.iter() {
-                        if select(key) {
-                            emit(key, value, &mut out);
-                            loads.output(home(key, value), 1);
-                        }
-                    }
-                    if !out.is_empty() {
-                        session.give_container(&mut out);
-                        out.clear();
-                    }
-                }
-            });
-        }
-    })
 }
 
 #[cfg(test)]

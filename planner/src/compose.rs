@@ -22,7 +22,7 @@ use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
-use crate::am_join::{am_join, AmPlan};
+use crate::am_join::{am_join, AmPlanning};
 use crate::report::Observers;
 use crate::strategy::{Resolved, VprpSettings};
 use crate::vprp::{plan_ranges, RangeParams, DEFAULT_THETA};
@@ -31,8 +31,11 @@ use crate::vprp::{plan_ranges, RangeParams, DEFAULT_THETA};
 pub type Home<K, V> = Rc<dyn Fn(&K, &V) -> u32>;
 
 /// Builds `resolved` over `left` and `right`, handing every output row to `logic` (hot keys'
-/// pairs a group at a time where the strategy joins them in the kernel or a Tree-Join leaf). Strategies planned from key statistics (AM-Join) take their plan in `plan`, made
-/// by a statistics run before this dataflow is built (see [`crate::exec`]). The operators count
+/// pairs a group at a time where the strategy joins them in the kernel or a Tree-Join leaf).
+/// Strategies planned from key statistics (AM-Join, Tree-Join) plan as `planning` says; `None`
+/// plans every timestamp inside the dataflow with the strategy's parameters (see
+/// [`crate::am_plans`]). The command line passes the exact plan of its statistics phase (see
+/// [`crate::exec`]). The operators count
 /// their load and record their decisions (Tree-Join rounds, VPRP ranges) into `observers`.
 #[allow(clippy::too_many_arguments)]
 pub fn build_join<'s, T, K, L, R, D, F>(
@@ -42,7 +45,7 @@ pub fn build_join<'s, T, K, L, R, D, F>(
     how: JoinType,
     partitioning: Partitioning,
     homes: (Home<K, L>, Home<K, R>),
-    plan: Option<Rc<AmPlan<K>>>,
+    planning: Option<AmPlanning<K>>,
     observers: &Observers<K>,
     mut logic: F,
 ) -> StreamVec<'s, T, D>
@@ -144,35 +147,28 @@ where
                 },
             )
         }
-        Resolved::Am { .. } => {
-            let plan = plan.expect("AM-Join is built from a plan: run the key statistics first");
-            am_join(
-                left,
-                right,
-                how,
-                partitioning,
-                (home_left, home_right),
-                plan,
-                None,
-                loads,
-                logic,
-            )
-        }
-        Resolved::Tree { tree, .. } => {
-            let plan =
-                plan.expect("Tree-Join's grid is built from a plan: run the key statistics first");
-            am_join(
-                left,
-                right,
-                how,
-                partitioning,
-                (home_left, home_right),
-                plan,
-                Some((tree, observers.rounds.clone())),
-                loads,
-                logic,
-            )
-        }
+        Resolved::Am { params } => am_join(
+            left,
+            right,
+            how,
+            partitioning,
+            (home_left, home_right),
+            planning.unwrap_or(AmPlanning::PerTimestamp(params)),
+            None,
+            loads,
+            logic,
+        ),
+        Resolved::Tree { params, tree } => am_join(
+            left,
+            right,
+            how,
+            partitioning,
+            (home_left, home_right),
+            planning.unwrap_or(AmPlanning::PerTimestamp(params)),
+            Some((tree, observers.rounds.clone())),
+            loads,
+            logic,
+        ),
         Resolved::TreeBasic { tree } => tree_join(
             left,
             right,

@@ -24,7 +24,7 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 use timely::ExchangeData;
 
-use crate::am_join::{AmParams, AmPlan, Statistics};
+use crate::am_join::{AmParams, AmPlan, AmPlanning, Statistics};
 use crate::compose::{build_join, Home};
 use crate::report::{Observers, StrategyReport};
 use crate::strategy::Resolved;
@@ -477,6 +477,8 @@ where
         Rc::new(plan)
     });
     let am_summary = plan.as_ref().map(|plan| plan.summary().clone());
+    // The plan was made from exact counts of the rows this dataflow is fed, at its one time.
+    let plan = plan.map(AmPlanning::Exact);
     let (local_left, local_right) = rows.local_rows();
     let fed_at_home = rows.fed_at_home();
     worker.dataflow::<u32, _, _>(|scope| {
