@@ -45,6 +45,8 @@ pub mod tree_join;
 
 pub use broadcast_join::BroadcastJoin;
 pub use config::JoinConfig;
+pub use ddr_join::DdrJoin;
+pub use der_join::DerJoin;
 pub use error::JoinError;
 pub use ib_join::IbJoin;
 pub use join_logic::JoinLogic;

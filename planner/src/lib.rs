@@ -3,7 +3,9 @@
 //! - [`strategy`]: the strategies by name, and how `auto` chooses;
 //! - [`skew_check`]: `auto`'s check for keys that would unbalance a Shuffle-Join;
 //! - [`cost`]: key statistics and per-partition load predictions;
+//! - [`join`]: the builder every strategy is reached through ([`SkewJoin::skew_join`]);
 //! - [`am_join`]: AM-Join, key classes from exact counts, grids for keys hot on both sides;
+//! - [`am_plans`]: AM-Join's plans made inside the dataflow, one per timestamp;
 //! - [`compose`]: builds a resolved strategy's dataflow from routes and partitioned joins;
 //! - [`exec`]: runs a planned join over in-memory keys on timely worker threads;
 //! - [`vprp`]: VPRP's range planning from key samples;
@@ -14,6 +16,7 @@
 //! - [`datagen`]: deterministic skewed inputs, the same natively and in the browser.
 
 pub mod am_join;
+pub mod am_plans;
 pub mod compose;
 pub mod cost;
 pub mod datagen;
@@ -21,10 +24,13 @@ pub mod exec;
 pub mod exec_cluster;
 pub mod exec_local;
 pub mod exec_stream;
+pub mod join;
 pub mod report;
 pub mod row_hash;
 pub mod skew_check;
 pub mod strategy;
 pub mod vprp;
 
+pub use am_join::{AmParams, AmPlan, AmPlanning};
+pub use join::{JoinBuilder, SkewJoin};
 pub use strategy::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
