@@ -306,4 +306,19 @@ mod tests {
         assert!((Some(1i64), None::<i64>).is_null());
         assert!(!(1i64, String::from("a")).is_null());
     }
+
+    /// Hash partitioning must agree across processes, releases and the browser build, so a
+    /// key's hash is part of the format: these values were computed once and must not change.
+    #[test]
+    fn stable_hashes_do_not_change() {
+        assert_eq!(7u64.stable_hash(), 0x15be_fa7d_ddf7_51d9);
+        assert_eq!((-1i64).stable_hash(), 0xbfa5_edcb_9b6d_1965);
+        assert_eq!(String::from("a").stable_hash(), 0xcf1f_9636_51bf_86bc);
+        assert_eq!(None::<u64>.stable_hash(), 0x6e75_6c6c_6b65_7921);
+        assert_eq!((1u64, 2u64).stable_hash(), 0x434b_762d_4d97_c791);
+        assert_eq!((1u64, String::from("a")).stable_hash(), 0x5f53_2f17_d367_2733);
+        assert_eq!(Key::str("example.com/a").stable_hash(), 0xc236_7ffb_100e_8202);
+        let composite = Key::composite(vec![Key::Int(1), Key::str("a")]);
+        assert_eq!(composite.stable_hash(), 0x5f53_2f17_d367_2733);
+    }
 }
