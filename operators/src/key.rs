@@ -18,11 +18,72 @@ use crate::hash::{hash_bytes, hash_u64, StableHasher};
 ///
 /// Keys are ordered (range partitioning cuts the key space), hashed stably (hash partitioning must
 /// agree across workers, processes and the browser build) and may be NULL.
+///
+/// There is no blanket impl for every `T: Hash`: `std`'s `Hash` is not stable across platforms
+/// or Rust versions (integers are fed in native byte order, `usize` is 4 bytes in the browser
+/// build and 8 natively, and std's own impls may change), so two processes, or a native and a
+/// browser build, could route one key to different partitions and miss matches. Each key type
+/// therefore says how it hashes; for a newtype around a key type, [`join_key_newtype!`] writes
+/// the impl.
+///
+/// [`join_key_newtype!`]: crate::join_key_newtype
 pub trait JoinKey: ExchangeData + Clone + Eq + Hash + Ord + Debug {
     /// True for SQL NULL: such a key matches nothing.
     fn is_null(&self) -> bool;
     /// A hash that is the same on every platform and in every process.
     fn stable_hash(&self) -> u64;
+}
+
+/// Implements [`JoinKey`](crate::JoinKey) for one or more newtypes around a key type, by
+/// delegating to the wrapped value (field `.0`): the newtype is NULL when its value is, and
+/// hashes exactly like it, so it partitions like the bare key.
+///
+/// The newtype must itself have the trait's supertraits: derive `Clone`, `Debug`, `PartialEq`,
+/// `Eq`, `PartialOrd`, `Ord`, `Hash`, `Serialize` and `Deserialize` (deriving keeps its order and
+/// equality those of the value). A macro rather than a blanket impl because `JoinKey` cannot be
+/// implemented for every `Hash` type (see [`JoinKey`](crate::JoinKey)).
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use skewjoin_operators::{join_key_newtype, JoinConfig, JoinKey, JoinType, ShuffleJoin};
+/// use timely::dataflow::operators::capture::Extract;
+/// use timely::dataflow::operators::{Capture, ToStream};
+///
+/// #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// struct CustomerId(u64);
+///
+/// #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// struct Sku(Option<String>);
+///
+/// join_key_newtype!(CustomerId, Sku);
+///
+/// assert_eq!(CustomerId(7).stable_hash(), 7u64.stable_hash());
+/// assert!(Sku(None).is_null());
+///
+/// let captured = timely::example(|scope| {
+///     let orders = vec![(CustomerId(1), 250u32), (CustomerId(2), 100)];
+///     let names = vec![(CustomerId(1), String::from("Ada"))];
+///     let orders = orders.to_stream(scope).container::<Vec<_>>();
+///     let names = names.to_stream(scope).container::<Vec<_>>();
+///     orders.shuffle_join(names, JoinType::Inner, &JoinConfig::new()).capture()
+/// });
+/// let rows: Vec<_> = captured.extract().into_iter().flat_map(|(_, rows)| rows).collect();
+/// assert_eq!(rows, vec![(CustomerId(1), Some(250), Some(String::from("Ada")))]);
+/// ```
+#[macro_export]
+macro_rules! join_key_newtype {
+    ($($newtype:ty),+ $(,)?) => {$(
+        impl $crate::key::JoinKey for $newtype {
+            #[inline]
+            fn is_null(&self) -> bool {
+                $crate::key::JoinKey::is_null(&self.0)
+            }
+            #[inline]
+            fn stable_hash(&self) -> u64 {
+                $crate::key::JoinKey::stable_hash(&self.0)
+            }
+        }
+    )+};
 }
 
 macro_rules! int_key {
@@ -378,6 +439,17 @@ mod tests {
     use crate::reference::{nested_loop_join, JoinedRow};
     use crate::{JoinConfig, JoinType, ShuffleJoin};
 
+    #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    struct OrderId(u64);
+
+    #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    struct Region(Option<String>);
+
+    #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    struct Shelf((u32, char));
+
+    crate::join_key_newtype!(OrderId, Region, Shelf);
+
     /// Shuffle-Join on three workers, each starting with every third row of each side, so that a
     /// key's rows meet only if every worker routes them to the same partition. Returns the rows,
     /// sorted, and the workers that emitted any.
@@ -467,6 +539,13 @@ mod tests {
     }
 
     #[test]
+    fn newtype_keys_join_across_workers() {
+        assert_joins_across_workers(OrderId);
+        assert_joins_across_workers(|i| Region(Some(format!("r{i}"))));
+        assert_joins_across_workers(|i| Shelf((i as u32, 'x')));
+    }
+
+    #[test]
     fn tuples_with_a_null_component_never_match() {
         let keys = [
             (Some(1u64), Some("a".to_string()), Some(3u64)),
@@ -529,6 +608,16 @@ mod tests {
             bytes.stable_hash(),
             Key::Bytes(ThinVec::from(&bytes[..])).stable_hash()
         );
+    }
+
+    #[test]
+    fn newtype_keys_hash_like_their_inner_value() {
+        assert_eq!(OrderId(42).stable_hash(), 42u64.stable_hash());
+        let eu = Some(String::from("eu"));
+        assert_eq!(Region(eu.clone()).stable_hash(), eu.stable_hash());
+        assert!(Region(None).is_null());
+        assert!(!Region(eu).is_null());
+        assert_eq!(Shelf((3, 'b')).stable_hash(), (3u32, 'b').stable_hash());
     }
 
     /// The new key types' hashes are part of the format too (see `stable_hashes_do_not_change`).
