@@ -1,8 +1,15 @@
 //! Join keys: the trait every key type implements, and [`Key`], a dynamically typed key for
 //! integer, string, binary and composite columns with SQL NULL.
 //!
-//! SQL semantics: a NULL key matches nothing, not even another NULL. A composite key with any NULL
-//! component is NULL as a whole, so [`Key::composite`] folds it to [`Key::Null`].
+//! [`JoinKey`] is implemented for the integers (8 to 128 bits, `isize`, `usize`), `bool`, `char`,
+//! `String`, byte strings (`Vec<u8>`, and `[u8; N]` up to 32 bytes), `Option<T>` (`None` is
+//! NULL), tuples of one to four keys, and [`Key`]. A newtype around a key type gets it from
+//! [`join_key_newtype!`](crate::join_key_newtype). A join compares keys of one type only, but
+//! equal values hash alike across types: an integer of any width, a `char` and the one-character
+//! `String`, bytes in any container, a tuple and the composite [`Key`] of the same parts.
+//!
+//! SQL semantics: a NULL key matches nothing, not even another NULL. A composite key or tuple with
+//! any NULL component is NULL as a whole, so [`Key::composite`] folds it to [`Key::Null`].
 
 use std::fmt::{self, Debug, Display};
 use std::hash::Hash;
