@@ -1,8 +1,15 @@
 //! Join keys: the trait every key type implements, and [`Key`], a dynamically typed key for
 //! integer, string, binary and composite columns with SQL NULL.
 //!
-//! SQL semantics: a NULL key matches nothing, not even another NULL. A composite key with any NULL
-//! component is NULL as a whole, so [`Key::composite`] folds it to [`Key::Null`].
+//! [`JoinKey`] is implemented for the integers (8 to 128 bits, `isize`, `usize`), `bool`, `char`,
+//! `String`, byte strings (`Vec<u8>`, and `[u8; N]` up to 32 bytes), `Option<T>` (`None` is
+//! NULL), tuples of one to four keys, and [`Key`]. A newtype around a key type gets it from
+//! [`join_key_newtype!`](crate::join_key_newtype). A join compares keys of one type only, but
+//! equal values hash alike across types: an integer of any width, a `char` and the one-character
+//! `String`, bytes in any container, a tuple and the composite [`Key`] of the same parts.
+//!
+//! SQL semantics: a NULL key matches nothing, not even another NULL. A composite key or tuple with
+//! any NULL component is NULL as a whole, so [`Key::composite`] folds it to [`Key::Null`].
 
 use std::fmt::{self, Debug, Display};
 use std::hash::Hash;
@@ -18,11 +25,72 @@ use crate::hash::{hash_bytes, hash_u64, StableHasher};
 ///
 /// Keys are ordered (range partitioning cuts the key space), hashed stably (hash partitioning must
 /// agree across workers, processes and the browser build) and may be NULL.
+///
+/// There is no blanket impl for every `T: Hash`: `std`'s `Hash` is not stable across platforms
+/// or Rust versions (integers are fed in native byte order, `usize` is 4 bytes in the browser
+/// build and 8 natively, and std's own impls may change), so two processes, or a native and a
+/// browser build, could route one key to different partitions and miss matches. Each key type
+/// therefore says how it hashes; for a newtype around a key type, [`join_key_newtype!`] writes
+/// the impl.
+///
+/// [`join_key_newtype!`]: crate::join_key_newtype
 pub trait JoinKey: ExchangeData + Clone + Eq + Hash + Ord + Debug {
     /// True for SQL NULL: such a key matches nothing.
     fn is_null(&self) -> bool;
     /// A hash that is the same on every platform and in every process.
     fn stable_hash(&self) -> u64;
+}
+
+/// Implements [`JoinKey`](crate::JoinKey) for one or more newtypes around a key type, by
+/// delegating to the wrapped value (field `.0`): the newtype is NULL when its value is, and
+/// hashes exactly like it, so it partitions like the bare key.
+///
+/// The newtype must itself have the trait's supertraits: derive `Clone`, `Debug`, `PartialEq`,
+/// `Eq`, `PartialOrd`, `Ord`, `Hash`, `Serialize` and `Deserialize` (deriving keeps its order and
+/// equality those of the value). A macro rather than a blanket impl because `JoinKey` cannot be
+/// implemented for every `Hash` type (see [`JoinKey`](crate::JoinKey)).
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use skewjoin_operators::{join_key_newtype, JoinConfig, JoinKey, JoinType, ShuffleJoin};
+/// use timely::dataflow::operators::capture::Extract;
+/// use timely::dataflow::operators::{Capture, ToStream};
+///
+/// #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// struct CustomerId(u64);
+///
+/// #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// struct Sku(Option<String>);
+///
+/// join_key_newtype!(CustomerId, Sku);
+///
+/// assert_eq!(CustomerId(7).stable_hash(), 7u64.stable_hash());
+/// assert!(Sku(None).is_null());
+///
+/// let captured = timely::example(|scope| {
+///     let orders = vec![(CustomerId(1), 250u32), (CustomerId(2), 100)];
+///     let names = vec![(CustomerId(1), String::from("Ada"))];
+///     let orders = orders.to_stream(scope).container::<Vec<_>>();
+///     let names = names.to_stream(scope).container::<Vec<_>>();
+///     orders.shuffle_join(names, JoinType::Inner, &JoinConfig::new()).capture()
+/// });
+/// let rows: Vec<_> = captured.extract().into_iter().flat_map(|(_, rows)| rows).collect();
+/// assert_eq!(rows, vec![(CustomerId(1), Some(250), Some(String::from("Ada")))]);
+/// ```
+#[macro_export]
+macro_rules! join_key_newtype {
+    ($($newtype:ty),+ $(,)?) => {$(
+        impl $crate::key::JoinKey for $newtype {
+            #[inline]
+            fn is_null(&self) -> bool {
+                $crate::key::JoinKey::is_null(&self.0)
+            }
+            #[inline]
+            fn stable_hash(&self) -> u64 {
+                $crate::key::JoinKey::stable_hash(&self.0)
+            }
+        }
+    )+};
 }
 
 macro_rules! int_key {
@@ -35,7 +103,58 @@ macro_rules! int_key {
         }
     )*};
 }
-int_key!(i8, i16, i32, i64, u8, u16, u32, u64, usize, isize);
+// `bool` hashes like the integers 0 and 1.
+int_key!(i8, i16, i32, i64, u8, u16, u32, u64, usize, isize, bool);
+
+/// 128-bit integers hash like the 64-bit integer of the same value where there is one, so that
+/// widths hash alike as the narrower integers do; wider values hash by their two 64-bit halves.
+impl JoinKey for u128 {
+    fn is_null(&self) -> bool {
+        false
+    }
+    fn stable_hash(&self) -> u64 {
+        match u64::try_from(*self) {
+            Ok(narrow) => narrow.stable_hash(),
+            Err(_) => hash_u128_halves(*self),
+        }
+    }
+}
+
+/// See the `u128` impl: a value that fits in `i64` or `u64` hashes like it, so `i128` and
+/// `u128` agree on every value both can hold.
+impl JoinKey for i128 {
+    fn is_null(&self) -> bool {
+        false
+    }
+    fn stable_hash(&self) -> u64 {
+        if let Ok(narrow) = i64::try_from(*self) {
+            narrow.stable_hash()
+        } else if let Ok(narrow) = u64::try_from(*self) {
+            narrow.stable_hash()
+        } else {
+            hash_u128_halves(*self as u128)
+        }
+    }
+}
+
+fn hash_u128_halves(bits: u128) -> u64 {
+    let mut hasher = StableHasher::new();
+    hasher.write_u64(bits as u64);
+    hasher.write_u64((bits >> 64) as u64);
+    hasher.finish()
+}
+
+/// A character hashes as the one-character string it is, like a `String` or [`Key::Str`] of the
+/// same text.
+impl JoinKey for char {
+    fn is_null(&self) -> bool {
+        false
+    }
+    fn stable_hash(&self) -> u64 {
+        let mut utf8 = [0u8; 4];
+        hash_bytes(self.encode_utf8(&mut utf8).as_bytes())
+    }
+}
 
 impl JoinKey for String {
     fn is_null(&self) -> bool {
@@ -43,6 +162,31 @@ impl JoinKey for String {
     }
     fn stable_hash(&self) -> u64 {
         hash_bytes(self.as_bytes())
+    }
+}
+
+/// Bytes hash like a [`Key::Bytes`] of the same bytes.
+impl JoinKey for Vec<u8> {
+    fn is_null(&self) -> bool {
+        false
+    }
+    fn stable_hash(&self) -> u64 {
+        hash_bytes(self)
+    }
+}
+
+/// Fixed-size byte strings (hashes, UUIDs, addresses) hash like a `Vec<u8>` of the same bytes.
+/// Arrays of up to 32 bytes qualify: serde, through which timely exchanges records, implements
+/// its traits for no longer arrays; a longer key can be a `Vec<u8>`.
+impl<const N: usize> JoinKey for [u8; N]
+where
+    [u8; N]: ExchangeData,
+{
+    fn is_null(&self) -> bool {
+        false
+    }
+    fn stable_hash(&self) -> u64 {
+        hash_bytes(self)
     }
 }
 
@@ -61,17 +205,37 @@ impl<T: JoinKey> JoinKey for Option<T> {
     }
 }
 
-impl<A: JoinKey, B: JoinKey> JoinKey for (A, B) {
+/// A one-element tuple is its element: the same NULL and the same hash, as
+/// [`Key::composite`] of one part is that part.
+impl<A: JoinKey> JoinKey for (A,) {
     fn is_null(&self) -> bool {
-        self.0.is_null() || self.1.is_null()
+        self.0.is_null()
     }
     fn stable_hash(&self) -> u64 {
-        let mut hasher = StableHasher::new();
-        hasher.write_u64(self.0.stable_hash());
-        hasher.write_u64(self.1.stable_hash());
-        hasher.finish()
+        self.0.stable_hash()
     }
 }
+
+/// Tuples of two to four keys are NULL if any component is, and hash by feeding each
+/// component's hash to one [`StableHasher`]: the scheme of [`Key::Composite`], so a tuple of
+/// `i64`s, strings or `Key`s hashes like the composite key of the same parts.
+macro_rules! tuple_key {
+    ($($component:ident $index:tt),+) => {
+        impl<$($component: JoinKey),+> JoinKey for ($($component,)+) {
+            fn is_null(&self) -> bool {
+                $(self.$index.is_null())||+
+            }
+            fn stable_hash(&self) -> u64 {
+                let mut hasher = StableHasher::new();
+                $(hasher.write_u64(self.$index.stable_hash());)+
+                hasher.finish()
+            }
+        }
+    };
+}
+tuple_key!(A 0, B 1);
+tuple_key!(A 0, B 1, C 2);
+tuple_key!(A 0, B 1, C 2, D 3);
 
 const NULL_HASH: u64 = 0x6e75_6c6c_6b65_7921;
 
@@ -273,7 +437,212 @@ impl Display for Key {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::{Arc, Mutex};
+
+    use timely::dataflow::operators::{Inspect, ToStream};
+
     use super::*;
+    use crate::reference::{nested_loop_join, JoinedRow};
+    use crate::{JoinConfig, JoinType, ShuffleJoin};
+
+    #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    struct OrderId(u64);
+
+    #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    struct Region(Option<String>);
+
+    #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    struct Shelf((u32, char));
+
+    crate::join_key_newtype!(OrderId, Region, Shelf);
+
+    /// Shuffle-Join on three workers, each starting with every third row of each side, so that a
+    /// key's rows meet only if every worker routes them to the same partition. Returns the rows,
+    /// sorted, and the workers that emitted any.
+    fn shuffle_join_on_three_workers<K: JoinKey + Sync>(
+        left: &[(K, u32)],
+        right: &[(K, u32)],
+        how: JoinType,
+    ) -> (Vec<JoinedRow<K, u32, u32>>, BTreeSet<usize>) {
+        let inputs = Arc::new((left.to_vec(), right.to_vec()));
+        let emitted = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&emitted);
+        timely::execute(timely::Config::process(3), move |worker| {
+            let (index, peers) = (worker.index(), worker.peers());
+            let share = |rows: &[(K, u32)]| -> Vec<(K, u32)> {
+                rows.iter().skip(index).step_by(peers).cloned().collect()
+            };
+            let (left, right) = (share(&inputs.0), share(&inputs.1));
+            let sink = Arc::clone(&sink);
+            worker.dataflow::<u32, _, _>(|scope| {
+                let left = left.to_stream(scope).container::<Vec<_>>();
+                let right = right.to_stream(scope).container::<Vec<_>>();
+                left.shuffle_join(right, how, &JoinConfig::new())
+                    .inspect(move |row| sink.lock().unwrap().push((index, row.clone())));
+            });
+        })
+        .unwrap();
+        let emitted = std::mem::take(&mut *emitted.lock().unwrap());
+        let workers = emitted.iter().map(|(worker, _)| *worker).collect();
+        let mut rows: Vec<_> = emitted.into_iter().map(|(_, row)| row).collect();
+        rows.sort();
+        (rows, workers)
+    }
+
+    /// A full join of keys `key(0..40)` with `key(20..60)`, two rows a key on each side, on three
+    /// workers, must give the nested-loop reference's rows; distinct keys must hash apart (a
+    /// constant hash would join correctly on one worker and hide a broken impl).
+    fn assert_joins_across_workers<K: JoinKey + Sync>(key: impl Fn(u64) -> K) {
+        let left: Vec<_> = (0..80u32).map(|i| (key(u64::from(i % 40)), i)).collect();
+        let right: Vec<_> = (0..80u32)
+            .map(|i| (key(20 + u64::from(i % 40)), 1000 + i))
+            .collect();
+        let mut expected = nested_loop_join(&left, &right, JoinType::Full);
+        expected.sort();
+        let (rows, workers) = shuffle_join_on_three_workers(&left, &right, JoinType::Full);
+        assert_eq!(rows, expected, "keys like {:?}", left[1].0);
+        let keys: BTreeSet<&K> = left.iter().chain(&right).map(|(key, _)| key).collect();
+        let hashes: BTreeSet<u64> = keys.iter().map(|key| key.stable_hash()).collect();
+        assert_eq!(hashes.len(), keys.len(), "keys like {:?}", left[1].0);
+        if keys.len() > 2 {
+            assert!(
+                workers.len() > 1,
+                "keys like {:?} all on one worker",
+                left[1].0
+            );
+        }
+    }
+
+    #[test]
+    fn tuple_keys_join_across_workers() {
+        assert_joins_across_workers(|i| (i,));
+        assert_joins_across_workers(|i| (i, i * 7, i % 3));
+        assert_joins_across_workers(|i| (i as i32, format!("k{i}"), i % 2 == 0, Some(i)));
+    }
+
+    #[test]
+    fn char_and_bool_keys_join_across_workers() {
+        // Greek letters: two bytes of UTF-8 each.
+        assert_joins_across_workers(|i| char::from_u32(0x3b1 + i as u32).unwrap());
+        assert_joins_across_workers(|i| i % 2 == 0);
+    }
+
+    #[test]
+    fn wide_integer_keys_join_across_workers() {
+        // Key 0 fits in 64 bits; the others need all 128.
+        assert_joins_across_workers(|i| u128::from(i) << 70 | u128::from(i));
+        assert_joins_across_workers(|i| -(i128::from(i) << 80) - 1);
+    }
+
+    #[test]
+    fn byte_keys_join_across_workers() {
+        assert_joins_across_workers(|i| {
+            let mut uuid = [0u8; 16];
+            uuid[..8].copy_from_slice(&i.to_le_bytes());
+            uuid
+        });
+        assert_joins_across_workers(|i| vec![i as u8; i as usize % 5 + 1]);
+    }
+
+    #[test]
+    fn newtype_keys_join_across_workers() {
+        assert_joins_across_workers(OrderId);
+        assert_joins_across_workers(|i| Region(Some(format!("r{i}"))));
+        assert_joins_across_workers(|i| Shelf((i as u32, 'x')));
+    }
+
+    #[test]
+    fn tuples_with_a_null_component_never_match() {
+        let keys = [
+            (Some(1u64), Some("a".to_string()), Some(3u64)),
+            (None, Some("a".to_string()), Some(3)),
+            (Some(1), None, Some(3)),
+            (Some(1), Some("a".to_string()), None),
+        ];
+        let left: Vec<_> = keys.iter().cloned().zip(0..).collect();
+        let right: Vec<_> = keys.iter().cloned().zip(10..).collect();
+        for how in [JoinType::Inner, JoinType::Full] {
+            let mut expected = nested_loop_join(&left, &right, how);
+            expected.sort();
+            let (rows, _) = shuffle_join_on_three_workers(&left, &right, how);
+            assert_eq!(rows, expected, "{how:?}");
+            let pairs: Vec<_> = rows
+                .iter()
+                .filter(|(_, l, r)| l.is_some() && r.is_some())
+                .collect();
+            assert_eq!(pairs, [&(keys[0].clone(), Some(0), Some(10))], "{how:?}");
+        }
+        assert!((None::<u64>,).is_null());
+        assert!((1u64, 2u64, 3u64, None::<u64>).is_null());
+        assert!((1u64, Key::Null, 3u64, 4u64).is_null());
+        assert!(!(1u64, 'c', true, [0u8; 4]).is_null());
+    }
+
+    #[test]
+    fn new_key_types_hash_like_their_counterparts() {
+        // Tuples hash like the composite `Key` of the same parts; a 1-tuple like its element.
+        let parts = [Key::Int(1), Key::str("a"), Key::Int(-3), Key::str("z")];
+        assert_eq!(
+            (1i64, Key::str("a"), -3i64).stable_hash(),
+            Key::composite(parts[..3].to_vec()).stable_hash()
+        );
+        assert_eq!(
+            (1i64, String::from("a"), -3i32, Key::str("z")).stable_hash(),
+            Key::composite(parts.to_vec()).stable_hash()
+        );
+        assert_eq!((7u64,).stable_hash(), 7u64.stable_hash());
+        assert_ne!(
+            (1u64, 2u64, 3u64).stable_hash(),
+            (1u64, (2u64, 3u64)).stable_hash()
+        );
+        // A character is text; a bool is 0 or 1.
+        assert_eq!('\u{e9}'.stable_hash(), String::from("\u{e9}").stable_hash());
+        assert_eq!('a'.stable_hash(), Key::str("a").stable_hash());
+        assert_eq!(true.stable_hash(), 1u64.stable_hash());
+        assert_eq!(false.stable_hash(), 0i32.stable_hash());
+        // 128-bit integers hash like the 64-bit integer of the same value, where there is one.
+        assert_eq!(u128::from(u64::MAX).stable_hash(), u64::MAX.stable_hash());
+        assert_eq!(i128::from(u64::MAX).stable_hash(), u64::MAX.stable_hash());
+        assert_eq!((-5i128).stable_hash(), (-5i64).stable_hash());
+        assert_eq!((1i128 << 100).stable_hash(), (1u128 << 100).stable_hash());
+        assert_ne!((1u128 << 64).stable_hash(), 1u128.stable_hash());
+        assert_ne!((1u128 << 64).stable_hash(), 0u128.stable_hash());
+        // Bytes hash alike whatever holds them.
+        let bytes = [1u8, 2, 3];
+        assert_eq!(bytes.to_vec().stable_hash(), bytes.stable_hash());
+        assert_eq!(
+            bytes.stable_hash(),
+            Key::Bytes(ThinVec::from(&bytes[..])).stable_hash()
+        );
+    }
+
+    #[test]
+    fn newtype_keys_hash_like_their_inner_value() {
+        assert_eq!(OrderId(42).stable_hash(), 42u64.stable_hash());
+        let eu = Some(String::from("eu"));
+        assert_eq!(Region(eu.clone()).stable_hash(), eu.stable_hash());
+        assert!(Region(None).is_null());
+        assert!(!Region(eu).is_null());
+        assert_eq!(Shelf((3, 'b')).stable_hash(), (3u32, 'b').stable_hash());
+    }
+
+    /// The new key types' hashes are part of the format too (see `stable_hashes_do_not_change`).
+    #[test]
+    fn new_key_type_hashes_do_not_change() {
+        assert_eq!((7u64,).stable_hash(), 0x15be_fa7d_ddf7_51d9);
+        assert_eq!((1u64, 2u64, 3u64).stable_hash(), 0xc8f0_ca8e_6d4c_27bd);
+        let four = (1u64, String::from("a"), 'b', true);
+        assert_eq!(four.stable_hash(), 0x6ae6_2b72_c187_cf4a);
+        assert_eq!('a'.stable_hash(), 0xcf1f_9636_51bf_86bc);
+        assert_eq!('\u{e9}'.stable_hash(), 0xe9b8_d78c_81ac_04ba);
+        assert_eq!(true.stable_hash(), 0x42da_b77b_318f_85c9);
+        assert_eq!((1u128 << 100 | 5).stable_hash(), 0xea37_df5a_220e_fa3a);
+        assert_eq!((-(1i128 << 100)).stable_hash(), 0x43e5_537b_f755_ca3f);
+        let bytes = [0xde_u8, 0xad, 0xbe, 0xef];
+        assert_eq!(bytes.stable_hash(), 0x99d6_72b2_b56a_f761);
+        assert_eq!(bytes.to_vec().stable_hash(), 0x99d6_72b2_b56a_f761);
+    }
 
     #[test]
     fn composite_with_a_null_part_is_null() {
@@ -305,5 +674,26 @@ mod tests {
         assert!(None::<i64>.is_null());
         assert!((Some(1i64), None::<i64>).is_null());
         assert!(!(1i64, String::from("a")).is_null());
+    }
+
+    /// Hash partitioning must agree across processes, releases and the browser build, so a
+    /// key's hash is part of the format: these values were computed once and must not change.
+    #[test]
+    fn stable_hashes_do_not_change() {
+        assert_eq!(7u64.stable_hash(), 0x15be_fa7d_ddf7_51d9);
+        assert_eq!((-1i64).stable_hash(), 0xbfa5_edcb_9b6d_1965);
+        assert_eq!(String::from("a").stable_hash(), 0xcf1f_9636_51bf_86bc);
+        assert_eq!(None::<u64>.stable_hash(), 0x6e75_6c6c_6b65_7921);
+        assert_eq!((1u64, 2u64).stable_hash(), 0x434b_762d_4d97_c791);
+        assert_eq!(
+            (1u64, String::from("a")).stable_hash(),
+            0x5f53_2f17_d367_2733
+        );
+        assert_eq!(
+            Key::str("example.com/a").stable_hash(),
+            0xc236_7ffb_100e_8202
+        );
+        let composite = Key::composite(vec![Key::Int(1), Key::str("a")]);
+        assert_eq!(composite.stable_hash(), 0x5f53_2f17_d367_2733);
     }
 }

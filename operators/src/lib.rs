@@ -18,6 +18,10 @@
 //! outer, semi and anti joins with SQL NULL semantics ([`JoinType`]). Output rows go to a
 //! closure, once per row, or to a [`JoinLogic`], which may take a hot key's pairs a group at a
 //! time.
+//!
+//! Keys implement [`JoinKey`]: integers, `bool`, `char`, `String`, byte strings, `Option`, tuples
+//! of up to four keys and the dynamic [`Key`] ([`key`] lists them); a newtype key gets the impl
+//! from [`join_key_newtype!`].
 
 pub mod broadcast_join;
 pub mod buckets;
