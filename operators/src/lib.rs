@@ -62,7 +62,3 @@ pub use reference::JoinedRow;
 pub use shuffle_join::ShuffleJoin;
 pub use tree_join::TreeJoin;
 
-/// The README's Rust example, compiled and run as a doc test.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;

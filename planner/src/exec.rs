@@ -16,7 +16,7 @@ use skewjoin_operators::heavy_hitters::summarised_hot_keys;
 use skewjoin_operators::join_logic::JoinLogic;
 use skewjoin_operators::key_stats::{hot_keys, KeyCount, KeyCounts};
 use skewjoin_operators::{
-    JoinKey, JoinType, JoinedRow, LoadReport, PartitionLoad, Partitioning, Side,
+    JoinConfig, JoinKey, JoinType, JoinedRow, LoadReport, PartitionLoad, Partitioning, Side,
 };
 use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
 use timely::dataflow::StreamVec;
@@ -25,7 +25,8 @@ use timely::worker::Worker;
 use timely::ExchangeData;
 
 use crate::am_join::{AmParams, AmPlan, AmPlanning, Statistics};
-use crate::compose::{build_join, Home};
+use crate::compose::Home;
+use crate::join::SkewJoin;
 use crate::report::{Observers, StrategyReport};
 use crate::strategy::Resolved;
 
@@ -481,7 +482,7 @@ where
     let plan = plan.map(AmPlanning::Exact);
     let (local_left, local_right) = rows.local_rows();
     let fed_at_home = rows.fed_at_home();
-    worker.dataflow::<u32, _, _>(|scope| {
+    worker.dataflow::<u32, _, _>(|scope| -> Result<(), String> {
         let left = scope.input_from(&mut left_input);
         let right = scope.input_from(&mut right_input);
         // Homes follow this process's row counts: its rows are cut over its own partitions.
@@ -503,19 +504,22 @@ where
             )
         };
         let sink = Rc::clone(&sink);
-        build_join(
-            left,
-            right,
-            job.resolved,
-            job.how,
-            partitioning,
-            (home_left, home_right),
-            plan,
-            &observers,
-            SinkLogic(sink),
-        )
-        .probe_with(&probe);
-    });
+        let config = JoinConfig::new().with_partitions(partitioning.partitions());
+        let mut join = left
+            .skew_join(right)
+            .resolved(job.resolved)
+            .how(job.how)
+            .config(&config)
+            .homes(home_left, home_right)
+            .observers(&observers);
+        if let Some(plan) = plan {
+            join = join.planning(plan);
+        }
+        join.with(SinkLogic(sink))
+            .map_err(|error| error.to_string())?
+            .probe_with(&probe);
+        Ok(())
+    })?;
 
     if failure.is_none() {
         // Rows go in as containers of SEND_BATCH, not one at a time through the inputs'

@@ -34,3 +34,9 @@ pub mod vprp;
 pub use am_join::{AmParams, AmPlan, AmPlanning};
 pub use join::{JoinBuilder, SkewJoin};
 pub use strategy::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
+
+/// The README's Rust examples, compiled and run as doc tests (here, where both crates they use
+/// are dependencies).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
