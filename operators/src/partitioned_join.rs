@@ -18,7 +18,7 @@
 //! everything given in one activation is held at once in the channels. Stopping lets a
 //! downstream operator take each share before the next one is made, and a consumer that drops
 //! or folds rows as they come holds the records being joined plus about one budget of output
-//! (some 10 MB of 40-byte rows), not the output of a hot key's whole product. The other joins
+//! (2.6 MB of 40-byte rows), not the output of a hot key's whole product. The other joins
 //! do the same: IB-Join's probe (and DER, DDR) and Tree-Join's rounds. A time's capability is
 //! kept until its last row is given, so downstream frontiers still say when a time's output is
 //! complete.
