@@ -38,7 +38,7 @@
 use crate::hash::mix64;
 use crate::join_logic::JoinLogic;
 use crate::join_type::JoinType;
-use crate::kernel::{local_join_logic, BuildTable};
+use crate::kernel::{local_join_logic, BuildTable, SteppedJoin};
 use crate::key::JoinKey;
 
 /// Buckets of a split partition: a power of two.
@@ -247,6 +247,97 @@ pub fn join_buckets_logic<K, L, R, D, G>(
     right.split = Vec::new();
 }
 
+/// [`join_buckets_logic`] in steps of a budget of output rows: [`step`](Self::step) joins
+/// bucket after bucket, and when the budget runs out inside one it keeps that bucket's join
+/// ([`SteppedJoin`]) and its place, so the next call goes on from the row after the last one
+/// given, even inside a hot key's run. One per operator: it holds the join in progress of one
+/// pair of partitions at a time, and reuses its vectors from bucket to bucket.
+#[derive(Debug)]
+pub struct SteppedBuckets<K, L, R> {
+    join: SteppedJoin<K, L, R>,
+    /// Buckets started so far of the partitions being joined (the unsplit one counts as one).
+    started: usize,
+    /// Whether `join` holds a started bucket that is not done.
+    joining: bool,
+}
+
+impl<K: JoinKey, L, R> Default for SteppedBuckets<K, L, R> {
+    fn default() -> Self {
+        SteppedBuckets {
+            join: SteppedJoin::new(),
+            started: 0,
+            joining: false,
+        }
+    }
+}
+
+impl<K: JoinKey, L, R> SteppedBuckets<K, L, R> {
+    /// Nothing joined yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Joins `left` with `right` as [`join_buckets_logic`] does, from where the last call
+    /// stopped, handing `logic` at most `budget` output rows (and taking them off it). True
+    /// once the partitions are joined and emptied; false when the budget ran out first: call
+    /// again with the same partitions and broadcast tables, before any other pair.
+    #[allow(clippy::too_many_arguments)]
+    pub fn step<D, G>(
+        &mut self,
+        left: &mut KeyBuckets<K, L>,
+        right: &mut KeyBuckets<K, R>,
+        broadcast_left: Option<&BuildTable<'_, K, L>>,
+        broadcast_right: Option<&BuildTable<'_, K, R>>,
+        how: JoinType,
+        logic: &mut G,
+        out: &mut Vec<D>,
+        budget: &mut usize,
+    ) -> bool
+    where
+        G: JoinLogic<K, L, R, D>,
+    {
+        if self.started == 0 && !(left.split.is_empty() && right.split.is_empty()) {
+            // A partition split on one side only is split on the other too.
+            left.split();
+            right.split();
+        }
+        loop {
+            if self.joining {
+                let (bl, br) = (broadcast_left, broadcast_right);
+                if !self.join.step(bl, br, how, logic, out, budget) {
+                    return false;
+                }
+                self.joining = false;
+            }
+            let buckets = left.split.len();
+            if buckets == 0 && self.started == 0 {
+                let rows = (
+                    std::mem::take(&mut left.unsplit),
+                    std::mem::take(&mut right.unsplit),
+                );
+                self.join.load(rows.0, rows.1);
+            } else if self.started < buckets {
+                let bucket = self.started;
+                self.join.load_with(|left_rows, right_rows| {
+                    left.split[bucket].gather_into(left_rows);
+                    right.split[bucket].gather_into(right_rows);
+                });
+            } else {
+                break;
+            }
+            self.started += 1;
+            self.joining = true;
+        }
+        left.split = Vec::new();
+        right.split = Vec::new();
+        self.started = 0;
+        // The rows' vectors are reused from bucket to bucket, as join_buckets_logic reuses
+        // its, but not kept past the partitions: one bucket of a hot key may be large.
+        self.join.clear();
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,6 +404,54 @@ mod tests {
                     expected,
                     "{how} {left_rows} x {right_rows}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn bucketed_joins_in_steps_give_the_rows_of_a_join_in_one_go() {
+        // Split on both sides, one side, neither; every step but the last spends its budget,
+        // and one stepper joins pair after pair of partitions.
+        let mut stepper = SteppedBuckets::new();
+        for (left_rows, right_rows) in [(3_000, 2_000), (3_000, 40), (40, 3_000), (200, 100)] {
+            let left = side(left_rows, 500, 0);
+            let right = side(right_rows, 500, 250);
+            for how in JoinType::ALL {
+                let expected = joined(&left, &right, how, 256);
+                for budget in [1, 333, usize::MAX] {
+                    let (mut l, mut r) = (buckets(256), buckets(256));
+                    left.iter().cloned().for_each(|row| l.push(row));
+                    right.iter().cloned().for_each(|row| r.push(row));
+                    let mut rows = Vec::new();
+                    let mut logic = each_row(
+                        |k: &Key, a: Option<&u32>, b: Option<&u32>, _: &mut Vec<()>| {
+                            rows.push((k.clone(), a.copied(), b.copied()))
+                        },
+                    );
+                    loop {
+                        let mut left_over = budget;
+                        let out = &mut Vec::new();
+                        if stepper.step(
+                            &mut l,
+                            &mut r,
+                            None,
+                            None,
+                            how,
+                            &mut logic,
+                            out,
+                            &mut left_over,
+                        ) {
+                            break;
+                        }
+                        assert_eq!(left_over, 0);
+                    }
+                    assert!(l.is_empty() && r.is_empty());
+                    rows.sort();
+                    assert_eq!(
+                        rows, expected,
+                        "{how} {left_rows} x {right_rows} by {budget}"
+                    );
+                }
             }
         }
     }

@@ -36,15 +36,13 @@ use timely::ExchangeData;
 use crate::config::JoinConfig;
 use crate::join_logic::{each_row, JoinLogic, Swapped};
 use crate::join_type::{JoinType, Side};
-use crate::kernel::GroupedKeys;
+use crate::kernel::{GroupedKeys, GROUP_PIECE};
 use crate::key::JoinKey;
 use crate::load::LoadRecorder;
 use crate::partition::Partitioning;
+use crate::partitioned_join::{OUTPUT_BATCH, OUTPUT_BUDGET};
 use crate::reference::JoinedRow;
 use crate::route::{route, RoundRobin, Route, Routed};
-
-/// How many output records are gathered before they are handed to timely.
-const OUTPUT_BATCH: usize = 4096;
 
 /// Bytes charged per tracking message for its header (owner partition and range start).
 pub const MESSAGE_HEADER_BYTES: u64 = 8;
@@ -785,15 +783,18 @@ where
     let probe_loads = loads.clone();
     let probe_indexes = Rc::clone(&indexes);
     let probe_local = local.clone();
+    let probe_scope = small_stream.scope();
     let probed: StreamVec<'s, T, Result<D, Tracking<K, S>>> = small_stream.binary_frontier(
         large_stream,
         Exchange::new(|record: &Routed<K, S>| record.0.exchange_hash()),
         large_pact,
         "IbProbe",
-        move |_capability, _info| {
+        move |_capability, info| {
             let local = probe_local;
             let loads = probe_loads;
+            let activator = probe_scope.activator_for(info.address);
             let mut pending: PendingProbes<T, K, S, X> = Vec::new();
+            let mut ready: Vec<ProbeJob<T, K, S, X>> = Vec::new();
             let mut out: Vec<D> = Vec::with_capacity(OUTPUT_BATCH);
             let mut received = vec![0u64; slots];
             move |(input_small, frontier_small), (input_large, frontier_large), output| {
@@ -866,90 +867,131 @@ where
                         continue;
                     }
                     let (capability, state) = pending.swap_remove(index);
-                    let broadcast_held = state.broadcast.len() as u64;
-                    let table = Rc::new(Index::new(state.broadcast, order));
-                    let ids_tracked = match mode {
-                        TrackingMode::Ib => table.keys(),
-                        TrackingMode::Der | TrackingMode::Ddr => table.rows.len(),
-                    };
-                    let row_keys = if tracks && mode != TrackingMode::Ib {
-                        table.row_keys()
-                    } else {
-                        Vec::new()
-                    };
-                    let keys = table.keys();
-                    let mut session = output.session(&capability);
+                    ready.push(ProbeJob::new(capability, state, order, mode, tracks));
+                }
+
+                // At most OUTPUT_BUDGET rows this activation: a probe stops where the budget
+                // runs out, inside a hot key's small rows if need be, and goes on next time.
+                let mut budget = OUTPUT_BUDGET;
+                while let Some(job) = ready.first_mut() {
+                    let mut session = output.session(&job.capability);
                     let mut logic = probe_logic.borrow_mut();
-                    let words = keys.div_ceil(64);
-                    let mut matched: Vec<Vec<u64>> = if tracks {
-                        vec![vec![0u64; words]; slots]
-                    } else {
-                        Vec::new()
-                    };
                     let mut emit = ProbeOutput {
                         logic: &mut *logic,
-                        produced: vec![0u64; slots],
+                        produced: std::mem::take(&mut job.produced),
                         give: |out: &mut Vec<D>| session.give_iterator(out.drain(..).map(Ok)),
                     };
-                    // Small rows with NULL keys match nothing; they are here only when kept.
-                    if keep_small {
-                        for (slot, rows) in state.small_own.iter().enumerate() {
-                            for (key, s) in rows {
-                                emit.row(slot, key, Some(s), None, &mut out);
+                    let table = Rc::clone(&job.table);
+                    let finished = 'probe: {
+                        // Small rows with NULL keys match nothing; they are here only when kept.
+                        if keep_small {
+                            while job.null_slot < job.small_own.len() {
+                                let rows = &job.small_own[job.null_slot];
+                                while job.null_row < rows.len() {
+                                    if budget == 0 {
+                                        break 'probe false;
+                                    }
+                                    let (key, s) = &rows[job.null_row];
+                                    emit.row(job.null_slot, key, Some(s), None, &mut out);
+                                    budget -= 1;
+                                    job.null_row += 1;
+                                }
+                                job.null_slot += 1;
+                                job.null_row = 0;
                             }
                         }
-                    }
-                    // One pass over the large batches as they arrived, each record probing the
-                    // index directly, a batch of keys at a time so that their cache misses
-                    // overlap; a batch is freed as soon as it has been probed.
-                    let mut found = [None; GroupedKeys::BATCH];
-                    for (batch, runs) in state.large_batches {
-                        let mut keys = [None; GroupedKeys::BATCH];
-                        let mut at = 0;
-                        for (slot, len) in runs {
-                            let run = &batch[at..at + len as usize];
-                            at += len as usize;
-                            if slot == DROPPED {
-                                continue;
-                            }
-                            let slot = slot as usize;
-                            for chunk in run.chunks(GroupedKeys::BATCH) {
-                                for (record, key) in chunk.iter().zip(&mut keys) {
-                                    *key = Some(view(record).0);
-                                }
-                                table.probe_batch(&keys[..chunk.len()], &mut found);
-                                for (record, group) in chunk.iter().zip(found) {
-                                    let (key, g) = view(record);
-                                    let Some(group) = group else {
-                                        if keep_large {
-                                            emit.row(slot, key, None, Some(g), &mut out);
+                        // One pass over the large batches as they arrived, each record probing
+                        // the index directly, a batch of keys at a time so that their cache
+                        // misses overlap; a batch is freed as soon as it has been probed.
+                        let mut found = [None; GroupedKeys::BATCH];
+                        while job.batch < job.large_batches.len() {
+                            let (batch, runs) = &job.large_batches[job.batch];
+                            while job.run < runs.len() {
+                                let (slot, len) = runs[job.run];
+                                let run = &batch[job.at..job.at + len as usize];
+                                while slot != DROPPED && job.record < run.len() {
+                                    let slot = slot as usize;
+                                    let end = (job.record + GroupedKeys::BATCH).min(run.len());
+                                    let chunk = &run[job.record..end];
+                                    let mut keys = [None; GroupedKeys::BATCH];
+                                    for (record, key) in chunk.iter().zip(&mut keys) {
+                                        *key = Some(view(record).0);
+                                    }
+                                    table.probe_batch(&keys[..chunk.len()], &mut found);
+                                    for (record, group) in chunk.iter().zip(found) {
+                                        let (key, g) = view(record);
+                                        match group {
+                                            None => {
+                                                if keep_large {
+                                                    if budget == 0 {
+                                                        break 'probe false;
+                                                    }
+                                                    emit.row(slot, key, None, Some(g), &mut out);
+                                                    budget -= 1;
+                                                }
+                                            }
+                                            Some(group) => {
+                                                if tracks {
+                                                    let id = group.id as usize;
+                                                    job.matched[slot][id / 64] |= 1 << (id % 64);
+                                                }
+                                                if pairs {
+                                                    // `done` rows of the group given already.
+                                                    let smalls = table.rows_of(group);
+                                                    while job.done < smalls.len() {
+                                                        if budget == 0 {
+                                                            break 'probe false;
+                                                        }
+                                                        let take = (smalls.len() - job.done)
+                                                            .min(budget)
+                                                            .min(GROUP_PIECE);
+                                                        let piece =
+                                                            &smalls[job.done..job.done + take];
+                                                        emit.pairs(slot, key, piece, g, &mut out);
+                                                        job.done += take;
+                                                        budget -= take;
+                                                    }
+                                                } else if semi_large {
+                                                    if budget == 0 {
+                                                        break 'probe false;
+                                                    }
+                                                    emit.row(slot, key, None, Some(g), &mut out);
+                                                    budget -= 1;
+                                                }
+                                            }
                                         }
-                                        continue;
-                                    };
-                                    if tracks {
-                                        let id = group.id as usize;
-                                        matched[slot][id / 64] |= 1 << (id % 64);
-                                    }
-                                    if pairs {
-                                        emit.pairs(slot, key, table.rows_of(group), g, &mut out);
-                                    } else if semi_large {
-                                        emit.row(slot, key, None, Some(g), &mut out);
+                                        job.record += 1;
+                                        job.done = 0;
                                     }
                                 }
+                                job.at += len as usize;
+                                job.run += 1;
+                                job.record = 0;
                             }
+                            job.large_batches[job.batch] = (Vec::new(), Vec::new());
+                            job.batch += 1;
+                            job.run = 0;
+                            job.at = 0;
                         }
-                    }
-                    let produced = emit.produced;
+                        true
+                    };
+                    job.produced = emit.produced;
+                    // What is gathered goes out now: the next activation may be another time's.
                     if !out.is_empty() {
                         session.give_iterator(out.drain(..).map(Ok));
                     }
+                    if !finished {
+                        drop(session);
+                        activator.activate();
+                        break;
+                    }
                     for (slot, &partition) in local.iter().enumerate() {
-                        let held = state.small_own[slot].len() as u64
-                            + state.large_held[slot]
-                            + broadcast_held;
-                        loads.output(partition, produced[slot]);
+                        let held = job.small_own[slot].len() as u64
+                            + job.large_held[slot]
+                            + job.broadcast_held;
+                        loads.output(partition, job.produced[slot]);
                         loads.release(partition, held);
-                        let matched = if tracks { &matched[slot][..] } else { &[][..] };
+                        let matched = if tracks { &job.matched[slot][..] } else { &[][..] };
                         if tracks {
                             // Every partition tells every owner of a non-empty range, even when it
                             // matched nothing there: the message is what gives the owner a
@@ -957,12 +999,12 @@ where
                             let mut sent = 0u64;
                             let mut bytes = 0u64;
                             for owner in 0..partitioning.partitions() as u32 {
-                                let range = id_range(&partitioning, owner, ids_tracked);
+                                let range = id_range(&partitioning, owner, job.ids_tracked);
                                 if range.is_empty() {
                                     continue;
                                 }
                                 let is_matched = |row: usize| {
-                                    let id = row_keys[row] as usize;
+                                    let id = job.row_keys[row] as usize;
                                     matched[id / 64] & (1 << (id % 64)) != 0
                                 };
                                 let payload = match mode {
@@ -988,7 +1030,7 @@ where
                                             .clone()
                                             .filter(|&row| !is_matched(row))
                                             .map(|row| {
-                                                let (key, s) = &table.rows[row];
+                                                let (key, s) = &job.table.rows[row];
                                                 ((row - range.start) as u32, key.clone(), s.clone())
                                             })
                                             .collect();
@@ -1007,12 +1049,14 @@ where
                     // The owners on this worker will need the rows of their ranges.
                     let owns_ids = local
                         .iter()
-                        .any(|&p| !id_range(&partitioning, p, ids_tracked).is_empty());
+                        .any(|&p| !id_range(&partitioning, p, job.ids_tracked).is_empty());
                     if tracks && owns_ids {
                         probe_indexes
                             .borrow_mut()
-                            .push((capability.time().clone(), table));
+                            .push((job.capability.time().clone(), Rc::clone(&job.table)));
                     }
+                    // Done: its capability goes, and with it the hold on the output frontier.
+                    ready.remove(0);
                 }
             }
         },
@@ -1157,6 +1201,82 @@ where
         },
     );
     rows.concat(tracked)
+}
+
+/// A time whose probe inputs are complete, probing a budget of output rows per activation.
+struct ProbeJob<T: Timestamp, K, S, X> {
+    capability: Capability<T>,
+    table: Rc<Index<K, S>>,
+    small_own: Vec<Vec<(K, S)>>,
+    large_batches: Vec<(Vec<X>, Vec<Run>)>,
+    large_held: Vec<u64>,
+    broadcast_held: u64,
+    /// Ids the owners track: keys (IB-Join) or rows (DER, DDR).
+    ids_tracked: usize,
+    /// DER, DDR with tracking: the key id of every row.
+    row_keys: Vec<u32>,
+    /// With tracking: per local slot, a bit per key id that a large record matched.
+    matched: Vec<Vec<u64>>,
+    /// Output rows per local slot so far.
+    produced: Vec<u64>,
+    /// Where the probe stands: the slot and row of the kept NULL-key small rows, then the
+    /// large batch, its run, the run's first record in the batch, the record in the run, and
+    /// the small rows of its key already paired with it.
+    null_slot: usize,
+    null_row: usize,
+    batch: usize,
+    run: usize,
+    at: usize,
+    record: usize,
+    done: usize,
+}
+
+impl<T: Timestamp, K: JoinKey, S, X> ProbeJob<T, K, S, X> {
+    fn new(
+        capability: Capability<T>,
+        state: Probe<K, S, X>,
+        order: fn(&mut [(K, S)]),
+        mode: TrackingMode,
+        tracks: bool,
+    ) -> Self {
+        let slots = state.small_own.len();
+        let broadcast_held = state.broadcast.len() as u64;
+        let table = Rc::new(Index::new(state.broadcast, order));
+        let ids_tracked = match mode {
+            TrackingMode::Ib => table.keys(),
+            TrackingMode::Der | TrackingMode::Ddr => table.rows.len(),
+        };
+        let row_keys = if tracks && mode != TrackingMode::Ib {
+            table.row_keys()
+        } else {
+            Vec::new()
+        };
+        let words = table.keys().div_ceil(64);
+        let matched = if tracks {
+            vec![vec![0u64; words]; slots]
+        } else {
+            Vec::new()
+        };
+        ProbeJob {
+            capability,
+            table,
+            small_own: state.small_own,
+            large_batches: state.large_batches,
+            large_held: state.large_held,
+            broadcast_held,
+            ids_tracked,
+            row_keys,
+            matched,
+            produced: vec![0; slots],
+            null_slot: 0,
+            null_row: 0,
+            batch: 0,
+            run: 0,
+            at: 0,
+            record: 0,
+            done: 0,
+        }
+    }
 }
 
 /// What the owner of one range has received at one time.

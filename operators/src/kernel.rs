@@ -660,10 +660,236 @@ fn values<K, V>(rows: &[(K, V)]) -> impl ExactSizeIterator<Item = &V> {
     rows.iter().map(|(_, value)| value)
 }
 
-/// The kernel with fixed roles: `build` rows go into the table, `probe` rows look up; `logic`
-/// sees the build side as its left. Broadcast tables: `broadcast_build` holds rows of the build
-/// side's type (probed by own probe rows), `broadcast_probe` rows of the probe side's type
-/// (looked up by own build keys).
+/// The most pairs handed to logic in one group call: a hot key's run of thousands of rows is
+/// given in pieces, so that a budget of output rows ([`SteppedJoin::step`]) can stop inside it
+/// and the logic's buffer never holds more than one piece past its own batch size. A piece this
+/// long still amortises the call over a tight loop.
+pub const GROUP_PIECE: usize = 4096;
+
+/// Where a join of one oriented pair of sides stands: which phase, and in it which probe row or
+/// group (`at`), which built row of that group (`row`), and how many of the current item's
+/// output rows were already handed over (`done`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Cursor {
+    phase: Phase,
+    at: usize,
+    row: usize,
+    done: usize,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Phase {
+    /// Own probe rows look up the table and the broadcast build table.
+    #[default]
+    Probe,
+    /// Own build groups look up the broadcast probe table.
+    BroadcastProbe,
+    /// Unmatched (or, for semi joins, matched) build groups are emitted alone.
+    Pad,
+    /// Build rows with NULL keys are emitted alone.
+    PadNulls,
+    Done,
+}
+
+impl Cursor {
+    /// Starts `phase` from its first item.
+    fn enter(&mut self, phase: Phase) {
+        *self = Cursor {
+            phase,
+            ..Cursor::default()
+        };
+    }
+}
+
+/// Hands `logic` the pairs of the rows of `run` with `probed` from the `done - before`th on, in
+/// pieces of at most [`GROUP_PIECE`] and of what is left of `budget`; `before` is how many of
+/// the probe row's output rows come before this run's. False if the budget ran out first.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn pairs_with_run<K, B, P, D, G>(
+    logic: &mut G,
+    key: &K,
+    run: &[(K, B)],
+    probed: &P,
+    before: usize,
+    done: &mut usize,
+    budget: &mut usize,
+    out: &mut Vec<D>,
+) -> bool
+where
+    G: JoinLogic<K, B, P, D>,
+{
+    let end = before + run.len();
+    while *done < end {
+        if *budget == 0 {
+            return false;
+        }
+        let from = *done - before;
+        let take = (end - *done).min(*budget).min(GROUP_PIECE);
+        logic.lefts_with(key, values(&run[from..from + take]), probed, out);
+        *done += take;
+        *budget -= take;
+    }
+    true
+}
+
+/// The kernel with fixed roles, from `cursor` on, until it is done (true) or has handed `logic`
+/// `budget` output rows (false; `cursor` and the table's matched flags then say where to go
+/// on). `build` rows are in `table`, `probe` rows look up; `logic` sees the build side as its
+/// left. Broadcast tables: `broadcast_build` holds rows of the build side's type (probed by own
+/// probe rows), `broadcast_probe` rows of the probe side's type (looked up by own build keys).
+///
+/// Every output row comes from one item of a phase (a probe row, a build row, a group), and
+/// an item's rows come in a fixed order, so the cursor resumes exactly after the last row given:
+/// a stop may fall inside a hot key's run. Marks of a group as matched are idempotent, so an
+/// item whose lookups are redone on resuming marks nothing twice.
+#[allow(clippy::too_many_arguments)]
+fn run_oriented<K, B, P, D, G>(
+    table: &mut BuildTable<'_, K, B>,
+    probe: &[(K, P)],
+    broadcast_build: Option<&BuildTable<'_, K, B>>,
+    broadcast_probe: Option<&BuildTable<'_, K, P>>,
+    emission: Emission,
+    cursor: &mut Cursor,
+    logic: &mut G,
+    out: &mut Vec<D>,
+    budget: &mut usize,
+) -> bool
+where
+    K: JoinKey,
+    G: JoinLogic<K, B, P, D>,
+{
+    if cursor.phase == Phase::Probe {
+        // Probe rows look up in batches: the lookups of a batch do not depend on each other, so
+        // their cache misses overlap when no emitting runs between them. A resumed batch starts
+        // at the row the last one stopped in.
+        let mut found = [None; LOOKUP_BATCH];
+        while cursor.at < probe.len() {
+            let batch = &probe[cursor.at..(cursor.at + LOOKUP_BATCH).min(probe.len())];
+            table.groups_of_batch(batch, &mut found);
+            for ((key, value), group) in batch.iter().zip(found) {
+                let other = broadcast_build.and_then(|other| other.group_of(key));
+                let own_rows = group.map_or(0, |group| group.rows().len());
+                if let Some(group) = group {
+                    table.mark(group);
+                    if emission.pairs {
+                        let run = table.group_rows(group);
+                        let done = &mut cursor.done;
+                        if !pairs_with_run(logic, key, run, value, 0, done, budget, out) {
+                            return false;
+                        }
+                    }
+                }
+                if let (Some(other_group), Some(other)) = (other, broadcast_build) {
+                    if emission.pairs {
+                        let run = other.group_rows(other_group);
+                        let done = &mut cursor.done;
+                        if !pairs_with_run(logic, key, run, value, own_rows, done, budget, out) {
+                            return false;
+                        }
+                    }
+                }
+                let keep = if group.is_some() || other.is_some() {
+                    emission.semi_probe
+                } else {
+                    emission.pad_probe || emission.anti_probe
+                };
+                if keep {
+                    if *budget == 0 {
+                        return false;
+                    }
+                    logic.row(key, None, Some(value), out);
+                    *budget -= 1;
+                }
+                cursor.at += 1;
+                cursor.done = 0;
+            }
+        }
+        cursor.enter(Phase::BroadcastProbe);
+    }
+
+    if cursor.phase == Phase::BroadcastProbe {
+        if let Some(other) = broadcast_probe {
+            while cursor.at < table.group_count() {
+                let group = table.group_at(cursor.at);
+                let key = table.group_key(group);
+                if let Some(other_group) = other.group_of(key) {
+                    table.mark(group);
+                    if emission.pairs {
+                        let probed = other.group_rows(other_group);
+                        let built = table.group_rows(group);
+                        while cursor.row < built.len() {
+                            let value = &built[cursor.row].1;
+                            while cursor.done < probed.len() {
+                                if *budget == 0 {
+                                    return false;
+                                }
+                                let take =
+                                    (probed.len() - cursor.done).min(*budget).min(GROUP_PIECE);
+                                let piece = &probed[cursor.done..cursor.done + take];
+                                logic.left_with_rights(key, value, values(piece), out);
+                                cursor.done += take;
+                                *budget -= take;
+                            }
+                            cursor.row += 1;
+                            cursor.done = 0;
+                        }
+                    }
+                }
+                cursor.at += 1;
+                cursor.row = 0;
+            }
+        }
+        cursor.enter(Phase::Pad);
+    }
+
+    if cursor.phase == Phase::Pad {
+        if emission.track_build() {
+            while cursor.at < table.group_count() {
+                let group = table.group_at(cursor.at);
+                let keep = if table.is_matched(group) {
+                    emission.semi_build
+                } else {
+                    emission.pad_build || emission.anti_build
+                };
+                if keep {
+                    let rows = table.group_rows(group);
+                    while cursor.row < rows.len() {
+                        if *budget == 0 {
+                            return false;
+                        }
+                        let (key, built) = &rows[cursor.row];
+                        logic.row(key, Some(built), None, out);
+                        *budget -= 1;
+                        cursor.row += 1;
+                    }
+                }
+                cursor.at += 1;
+                cursor.row = 0;
+            }
+        }
+        cursor.enter(Phase::PadNulls);
+    }
+
+    if cursor.phase == Phase::PadNulls {
+        if emission.pad_build || emission.anti_build {
+            let nulls = table.null_rows();
+            while cursor.at < nulls.len() {
+                if *budget == 0 {
+                    return false;
+                }
+                let (key, built) = &nulls[cursor.at];
+                logic.row(key, Some(built), None, out);
+                *budget -= 1;
+                cursor.at += 1;
+            }
+        }
+        cursor.enter(Phase::Done);
+    }
+    true
+}
+
+/// The kernel with fixed roles, run to the end: [`run_oriented`] on a table built here.
 fn join_oriented<K, B, P, D, G>(
     build: &mut [(K, B)],
     probe: &[(K, P)],
@@ -677,75 +903,220 @@ fn join_oriented<K, B, P, D, G>(
     G: JoinLogic<K, B, P, D>,
 {
     let mut table = BuildTable::new(build, emission.track_build());
+    let mut budget = usize::MAX;
+    run_oriented(
+        &mut table,
+        probe,
+        broadcast_build,
+        broadcast_probe,
+        emission,
+        &mut Cursor::default(),
+        logic,
+        out,
+        &mut budget,
+    );
+}
 
-    // Probe rows look up in batches: the lookups of a batch do not depend on each other, so
-    // their cache misses overlap when no emitting runs between them.
-    let mut found = [None; LOOKUP_BATCH];
-    for batch in probe.chunks(LOOKUP_BATCH) {
-        table.groups_of_batch(batch, &mut found);
-        for ((key, value), group) in batch.iter().zip(found) {
-            let mut matched = false;
-            if let Some(group) = group {
-                matched = true;
-                table.mark(group);
-                if emission.pairs {
-                    logic.lefts_with(key, values(table.group_rows(group)), value, out);
-                }
-            }
-            if let Some(other) = broadcast_build {
-                if let Some(group) = other.group_of(key) {
-                    matched = true;
-                    if emission.pairs {
-                        logic.lefts_with(key, values(other.group_rows(group)), value, out);
-                    }
-                }
-            }
-            let keep = if matched {
-                emission.semi_probe
-            } else {
-                emission.pad_probe || emission.anti_probe
-            };
-            if keep {
-                logic.row(key, None, Some(value), out);
-            }
+/// A [`BuildTable`]'s index without its rows: what a join keeps of a built table between
+/// activations, while it owns the (reordered) rows, so that the table is built once however
+/// often the join stops and resumes.
+#[derive(Debug)]
+pub struct TableIndex {
+    slots: Slots,
+    starts: Vec<u32>,
+    matched: Vec<bool>,
+}
+
+impl std::fmt::Debug for Slots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slots")
+            .field("slots", &self.slots.len())
+            .field("used", &self.used)
+            .finish()
+    }
+}
+
+impl<'a, K: JoinKey, V> BuildTable<'a, K, V> {
+    /// Keeps the index and lets go of the rows, which must not change until the index is
+    /// joined with them again by [`with_index`](Self::with_index).
+    pub fn into_index(self) -> TableIndex {
+        TableIndex {
+            slots: self.slots,
+            starts: self.starts,
+            matched: self.matched,
         }
     }
 
-    if let Some(other) = broadcast_probe {
-        for index in 0..table.group_count() {
-            let group = table.group_at(index);
-            let key = table.group_key(group);
-            if let Some(other_group) = other.group_of(key) {
-                table.mark(group);
-                if emission.pairs {
-                    let probed = other.group_rows(other_group);
-                    for (_, built) in table.group_rows(group) {
-                        logic.left_with_rights(key, built, values(probed), out);
-                    }
-                }
-            }
+    /// The table again, from the rows it was built over (reordered by the build, unchanged
+    /// since) and its [`index`](Self::into_index).
+    pub fn with_index(rows: &'a [(K, V)], index: TableIndex) -> Self {
+        debug_assert_eq!(
+            index.starts.last().map_or(0, |&end| end as usize),
+            rows.len(),
+            "an index joined with rows it was not built over"
+        );
+        BuildTable {
+            rows,
+            slots: index.slots,
+            starts: index.starts,
+            matched: index.matched,
         }
     }
+}
 
-    if emission.track_build() {
-        for index in 0..table.group_count() {
-            let group = table.group_at(index);
-            let keep = if table.is_matched(group) {
-                emission.semi_build
-            } else {
-                emission.pad_build || emission.anti_build
+/// One join of two sides that it owns, run a budget of output rows at a time:
+/// [`step`](Self::step) hands rows to the logic until the budget is spent and returns, keeping
+/// the built table and its place, and the next call goes on from the row after the last one
+/// given.
+/// Joining in steps yields the same rows as [`local_join_logic`], in the same order.
+///
+/// This is what lets a timely operator bound its output per activation: it joins a step, gives
+/// the step's rows to the stream, and asks to be scheduled again, so downstream operators
+/// consume the output while the join runs instead of after it.
+///
+/// ```
+/// use skewjoin_operators::join_logic::each_row;
+/// use skewjoin_operators::kernel::SteppedJoin;
+/// use skewjoin_operators::JoinType;
+///
+/// // One key: 300 x 200 pairs, handed over at most 1,000 per step.
+/// let mut join = SteppedJoin::new();
+/// join.load((0..300).map(|i| (7u64, i)).collect(), (0..200).map(|i| (7u64, i)).collect());
+/// let mut pairs = 0;
+/// let mut logic = each_row(|_: &u64, _: Option<&i32>, _: Option<&i32>, _: &mut Vec<()>| pairs += 1);
+/// let mut steps = 0;
+/// loop {
+///     let mut budget = 1_000;
+///     steps += 1;
+///     if join.step(None, None, JoinType::Inner, &mut logic, &mut Vec::new(), &mut budget) {
+///         break;
+///     }
+///     assert_eq!(budget, 0, "a step stops only when its budget is spent");
+/// }
+/// assert_eq!((pairs, steps), (60_000, 60));
+/// ```
+#[derive(Debug)]
+pub struct SteppedJoin<K, L, R> {
+    left: Vec<(K, L)>,
+    right: Vec<(K, R)>,
+    /// Whether the left side is built (it is the smaller); otherwise the right is.
+    left_builds: bool,
+    /// The built side's table once the first step built it.
+    index: Option<TableIndex>,
+    cursor: Cursor,
+}
+
+impl<K: JoinKey, L, R> Default for SteppedJoin<K, L, R> {
+    fn default() -> Self {
+        SteppedJoin {
+            left: Vec::new(),
+            right: Vec::new(),
+            left_builds: true,
+            index: None,
+            cursor: Cursor::default(),
+        }
+    }
+}
+
+impl<K: JoinKey, L, R> SteppedJoin<K, L, R> {
+    /// A join with no rows: it is done at once.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts a join of `left` and `right`, dropping what is left of the one before.
+    pub fn load(&mut self, left: Vec<(K, L)>, right: Vec<(K, R)>) {
+        self.left = left;
+        self.right = right;
+        self.restart();
+    }
+
+    /// Starts a join of the rows that `fill` puts into the two sides, which it is handed empty
+    /// but with the room of the last join's rows: joins one after another reuse their memory.
+    pub fn load_with(&mut self, fill: impl FnOnce(&mut Vec<(K, L)>, &mut Vec<(K, R)>)) {
+        self.left.clear();
+        self.right.clear();
+        fill(&mut self.left, &mut self.right);
+        self.restart();
+    }
+
+    fn restart(&mut self) {
+        self.left_builds = self.left.len() <= self.right.len();
+        self.index = None;
+        self.cursor = Cursor::default();
+    }
+
+    /// Lets go of the rows and their memory.
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Joins on from where the last step stopped, as [`local_join_logic`] joins, handing `logic`
+    /// at most `budget` output rows (and taking them off it). True once every row is given; then
+    /// the sides are emptied (their room kept for [`load_with`](Self::load_with)). False when
+    /// the budget ran out first: call again, with the same broadcast tables, to go on.
+    #[allow(clippy::too_many_arguments)]
+    pub fn step<D, G>(
+        &mut self,
+        broadcast_left: Option<&BuildTable<'_, K, L>>,
+        broadcast_right: Option<&BuildTable<'_, K, R>>,
+        how: JoinType,
+        logic: &mut G,
+        out: &mut Vec<D>,
+        budget: &mut usize,
+    ) -> bool
+    where
+        G: JoinLogic<K, L, R, D>,
+    {
+        if self.cursor.phase == Phase::Done || (self.left.is_empty() && self.right.is_empty()) {
+            self.cursor.enter(Phase::Done);
+            return true;
+        }
+        let done = if self.left_builds {
+            let emission = Emission::new(how, Side::Left);
+            let mut table = match self.index.take() {
+                Some(index) => BuildTable::with_index(&self.left, index),
+                None => BuildTable::new(&mut self.left, emission.track_build()),
             };
-            if keep {
-                for (key, built) in table.group_rows(group) {
-                    logic.row(key, Some(built), None, out);
-                }
-            }
+            let done = run_oriented(
+                &mut table,
+                &self.right,
+                broadcast_left,
+                broadcast_right,
+                emission,
+                &mut self.cursor,
+                logic,
+                out,
+                budget,
+            );
+            self.index = (!done).then(|| table.into_index());
+            done
+        } else {
+            let emission = Emission::new(how, Side::Right);
+            let mut table = match self.index.take() {
+                Some(index) => BuildTable::with_index(&self.right, index),
+                None => BuildTable::new(&mut self.right, emission.track_build()),
+            };
+            let done = run_oriented(
+                &mut table,
+                &self.left,
+                broadcast_right,
+                broadcast_left,
+                emission,
+                &mut self.cursor,
+                &mut Swapped(&mut *logic),
+                out,
+                budget,
+            );
+            self.index = (!done).then(|| table.into_index());
+            done
+        };
+        if done {
+            self.left.clear();
+            self.right.clear();
+            self.cursor.enter(Phase::Done);
         }
-        if emission.pad_build || emission.anti_build {
-            for (key, built) in table.null_rows() {
-                logic.row(key, Some(built), None, out);
-            }
-        }
+        done
     }
 }
 
@@ -893,6 +1264,90 @@ mod tests {
         for i in (1..items.len()).rev() {
             state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
             items.swap(i, (mix64(state) % (i as u64 + 1)) as usize);
+        }
+    }
+
+    type KeyRow = (Key, Option<u32>, Option<u32>);
+
+    /// The rows of a join of `left` and `right` (with broadcast tables of `bl` and `br`) run in
+    /// steps of `budget` rows, and the number of steps; every step but the last must spend its
+    /// whole budget.
+    fn stepped(
+        left: &[(Key, u32)],
+        right: &[(Key, u32)],
+        bl: &[(Key, u32)],
+        br: &[(Key, u32)],
+        how: JoinType,
+        budget: usize,
+    ) -> (Vec<KeyRow>, usize) {
+        let (mut bl, mut br) = (bl.to_vec(), br.to_vec());
+        let bl = (!bl.is_empty()).then(|| BuildTable::new(&mut bl, false));
+        let br = (!br.is_empty()).then(|| BuildTable::new(&mut br, false));
+        let mut join = SteppedJoin::new();
+        join.load(left.to_vec(), right.to_vec());
+        let mut rows = Vec::new();
+        let mut logic = each_row(
+            |k: &Key, l: Option<&u32>, r: Option<&u32>, _: &mut Vec<()>| {
+                rows.push((k.clone(), l.copied(), r.copied()))
+            },
+        );
+        let mut steps = 0;
+        loop {
+            steps += 1;
+            let mut left_over = budget;
+            let (bl, br) = (bl.as_ref(), br.as_ref());
+            if join.step(bl, br, how, &mut logic, &mut Vec::new(), &mut left_over) {
+                break;
+            }
+            assert_eq!(left_over, 0, "a step stopped with budget left");
+        }
+        (rows, steps)
+    }
+
+    #[test]
+    fn a_join_in_steps_gives_the_rows_of_a_join_in_one_go_in_the_same_order() {
+        // A hot key (longer than a group piece on one side), keys of one side only, NULLs; own
+        // rows on both sides and broadcast rows of each side that match own rows of the other.
+        let mut left = rows(&[Some(1), Some(2), Some(2), None, Some(4), Some(6)]);
+        left.extend((0..5_000).map(|i| (Key::Int(9), 100 + i)));
+        let mut right = rows(&[Some(2), Some(3), None, Some(2), Some(2), Some(1), Some(7)]);
+        right.extend((0..3).map(|i| (Key::Int(9), 100 + i)));
+        let bl = rows(&[Some(3), Some(3), Some(8)]);
+        let br = rows(&[Some(4), Some(9), Some(6), Some(6)]);
+        for how in JoinType::ALL {
+            for (l, r) in [(&left, &right), (&right, &left)] {
+                // Broadcast rows only where the join keeps no unmatched rows of that side.
+                let bl = if how.keeps_unmatched(Side::Left) || how.semi_side().is_some() {
+                    &[][..]
+                } else {
+                    &bl[..]
+                };
+                let br = if how.keeps_unmatched(Side::Right) || how.semi_side().is_some() {
+                    &[][..]
+                } else {
+                    &br[..]
+                };
+                let (whole, _) = stepped(l, r, bl, br, how, usize::MAX);
+                let mut expected = Vec::new();
+                let (mut l2, mut r2, mut bl2, mut br2) =
+                    (l.clone(), r.clone(), bl.to_vec(), br.to_vec());
+                let tl = (!bl2.is_empty()).then(|| BuildTable::new(&mut bl2, false));
+                let tr = (!br2.is_empty()).then(|| BuildTable::new(&mut br2, false));
+                local_join(
+                    &mut l2,
+                    &mut r2,
+                    tl.as_ref(),
+                    tr.as_ref(),
+                    how,
+                    |k, a, b| expected.push((k.clone(), a.copied(), b.copied())),
+                );
+                assert_eq!(whole, expected, "{how}");
+                for budget in [1, 7, 4_999, 5_001] {
+                    let (rows, steps) = stepped(l, r, bl, br, how, budget);
+                    assert_eq!(rows, expected, "{how}, budget {budget}");
+                    assert!(steps >= expected.len() / budget, "{how}, budget {budget}");
+                }
+            }
         }
     }
 

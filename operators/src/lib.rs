@@ -14,14 +14,84 @@
 //! Routing decides a *partition* `0..P`, and partition `p` lives on worker `p % W`
 //! ([`Partitioning`]); load is counted per partition into a [`LoadRecorder`]. The building
 //! blocks, [`route::route`] and [`partitioned_join::partitioned_join`], compose into the
-//! skew-aware strategies of the planner crate. Every join supports inner, left, right and full
+//! skew-aware strategies of the planner crate, where one builder (`SkewJoin::skew_join`) reaches
+//! every strategy, AM-Join, Tree-Join over its grid and VPRP included. Every join supports inner, left, right and full
 //! outer, semi and anti joins with SQL NULL semantics ([`JoinType`]). Output rows go to a
 //! closure, once per row, or to a [`JoinLogic`], which may take a hot key's pairs a group at a
-//! time.
+//! time. A join hands its output downstream a bounded amount per activation while it runs (see
+//! [`partitioned_join`]), so an operator that consumes rows as they come keeps little of them.
 //!
 //! Keys implement [`JoinKey`]: integers, `bool`, `char`, `String`, byte strings, `Option`, tuples
 //! of up to four keys and the dynamic [`Key`] ([`key`] lists them); a newtype key gets the impl
 //! from [`join_key_newtype!`].
+//!
+//! # Aggregating a join's output: combine before exchanging by key
+//!
+//! A skew-resistant join spreads a hot key's output over many partitions and workers. An
+//! operator after it that exchanges rows by key (a count or sum per key, a group-by) sends all
+//! of that output back to the one worker of the hot key: the skew the join removed returns, as
+//! load and as the memory of every row queued for that worker. Fold the rows per worker first,
+//! in a *combiner* without an exchange, and exchange the partial results: at most one per key,
+//! worker and time, whatever the skew. Then fold the partials by key.
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use skewjoin_operators::{JoinConfig, JoinType, ShuffleJoin};
+//! use timely::dataflow::channels::pact::{Exchange, ParallelizationContract, Pipeline};
+//! use timely::dataflow::operators::capture::Extract;
+//! use timely::dataflow::operators::generic::Operator;
+//! use timely::dataflow::operators::{Capability, Capture, ToStream};
+//! use timely::dataflow::StreamVec;
+//!
+//! /// Sums the values of each key and time, over the records `pact` brings to each worker;
+//! /// emits the sums once the time is complete.
+//! fn sum_by_key<'s, P>(rows: StreamVec<'s, u64, (u64, u64)>, pact: P) -> StreamVec<'s, u64, (u64, u64)>
+//! where
+//!     P: ParallelizationContract<u64, Vec<(u64, u64)>>,
+//! {
+//!     rows.unary_frontier(pact, "SumByKey", |_, _| {
+//!         let mut sums: Vec<(Capability<u64>, HashMap<u64, u64>)> = Vec::new();
+//!         move |(input, frontier), output| {
+//!             input.for_each(|stamp, data| {
+//!                 let cap = stamp.retain_least(0).expect("records carry a time");
+//!                 let at = match sums.iter().position(|(c, _)| c.time() == cap.time()) {
+//!                     Some(at) => at,
+//!                     None => {
+//!                         sums.push((cap, HashMap::new()));
+//!                         sums.len() - 1
+//!                     }
+//!                 };
+//!                 for (key, value) in data.drain(..) {
+//!                     *sums[at].1.entry(key).or_default() += value;
+//!                 }
+//!             });
+//!             sums.retain_mut(|(cap, sums)| {
+//!                 if frontier.less_equal(cap.time()) {
+//!                     return true;
+//!                 }
+//!                 output.session(cap).give_iterator(sums.drain());
+//!                 false
+//!             });
+//!         }
+//!     })
+//! }
+//!
+//! // Output rows per key of a join with a hot key 0 (500 x 500 rows) among cold ones.
+//! let captured = timely::example(|scope| {
+//!     let rows = || (0..1_000u64).map(|i| (if i % 2 == 0 { 0 } else { i }, i));
+//!     let left = rows().to_stream(scope).container::<Vec<_>>();
+//!     let right = rows().to_stream(scope).container::<Vec<_>>();
+//!     let ones = left.shuffle_join_with(right, JoinType::Inner, &JoinConfig::new(), |key, _, _, out| {
+//!         out.push((*key, 1u64))
+//!     });
+//!     // The combiner stays on each worker (Pipeline); only its partial sums are exchanged.
+//!     let partial = sum_by_key(ones, Pipeline);
+//!     sum_by_key(partial, Exchange::new(|&(key, _): &(u64, u64)| key)).capture()
+//! });
+//! let totals: HashMap<u64, u64> = captured.extract().into_iter().flat_map(|(_, rows)| rows).collect();
+//! assert_eq!(totals[&0], 500 * 500);
+//! assert_eq!(totals[&1], 1);
+//! ```
 
 pub mod broadcast_join;
 pub mod buckets;
