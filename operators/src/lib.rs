@@ -131,4 +131,3 @@ pub use partition::{Dest, Partitioning};
 pub use reference::JoinedRow;
 pub use shuffle_join::ShuffleJoin;
 pub use tree_join::TreeJoin;
-

@@ -9,9 +9,10 @@
 //! Flags: `--strategy NAME|all` (default `auto`), `--how TYPE|all` (default `inner`),
 //! `--epochs N` (3), `--rows N` per side and epoch (20,000), `--partitions P` (one per worker),
 //! `--drift` (the hot keys change between epochs; without it they stay). Every other argument
-//! goes to `timely::execute_from_args` (`-w` threads, `-n`/`-p`/`-h` for processes), which needs
-//! timely's `getopts` feature (on in this workspace). Each worker feeds its own share of each
-//! epoch; every epoch is sent before any is waited for, so epochs overlap in the dataflow.
+//! goes to `timely::execute_from_args` (`-w` threads), which needs timely's `getopts` feature (on
+//! in this workspace). The check adds up the rows of one process's workers, so run it as one
+//! process (`-n`, `-p` and `-h` would each check a share). Each worker feeds its own share of
+//! each epoch; every epoch is sent before any is waited for, so epochs overlap in the dataflow.
 //!
 //! Prints, per epoch, the rows and an order-independent checksum against the reference, and the
 //! per-worker output max/mean; exits 1 if any epoch differs.

@@ -1,7 +1,8 @@
 //! Peak memory of a join whose output is large and dropped as it arrives: one hot key of
 //! `rows` left and `rows` right records (`rows^2` output rows, 10^8 by default), or `--keys N`
-//! keys spread uniformly, joined on two workers by Shuffle-Join, basic Tree-Join or AM-Join,
-//! into a sink that counts the `(key, left, right)` rows it is handed and drops them.
+//! keys spread uniformly, joined on two workers by any strategy through the builder
+//! ([`SkewJoin`]), into a sink that counts the `(key, left, right)` rows it is handed and drops
+//! them.
 //!
 //! Run under `/usr/bin/time -v` and read "Maximum resident set size": the join's output should
 //! reach the sink while the join runs, so the peak is the input plus a bounded amount of output
@@ -12,24 +13,22 @@
 //! /usr/bin/time -v target/release/examples/output_memory shuffle [rows] [--keys N] [--partitions P]
 //! ```
 //!
-//! Strategies: `shuffle`, `tree` (basic Tree-Join, default leaf and fan-out), `am` (AM-Join,
-//! planned from exact key counts, the hot key gridded over the partitions).
+//! Strategies by their command-line names: `shuffle`, `tree-basic` (basic Tree-Join), `am`
+//! (AM-Join, keys counted and planned inside the dataflow, the hot key gridded over the
+//! partitions), `tree` (AM-Join's grid through Tree-Join rounds), and the others.
 
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Instant;
 
-use skewjoin_operators::key_stats::KeyCount;
-use skewjoin_operators::tree_join::{tree_join, TreeParams, TreeRounds};
-use skewjoin_operators::{JoinConfig, JoinLogic, JoinType, LoadRecorder, ShuffleJoin};
-use skewjoin_planner::am_join::{am_join, AmParams, AmPlan};
-use skewjoin_planner::compose::Home;
+use skewjoin_operators::{JoinConfig, JoinLogic};
+use skewjoin_planner::{SkewJoin, Strategy};
 use timely::dataflow::operators::{Inspect, ToStream};
 
 /// One output row as the joins' default logic makes it: 40 bytes.
 type Row = (u64, Option<u64>, Option<u64>);
 
-/// Makes the `(key, left, right)` rows, as `shuffle_join`/`tree_join` do.
+/// Makes the `(key, left, right)` rows, as `rows()` does.
 struct Rows;
 
 impl JoinLogic<u64, u64, u64, Row> for Rows {
@@ -54,11 +53,14 @@ fn main() {
         match arg.as_str() {
             "--keys" => keys = number("--keys").max(1),
             "--partitions" => partitions = Some(number("--partitions") as usize),
-            "shuffle" | "tree" | "am" => strategy = Some(arg),
-            other => rows = other.parse().expect("rows per side, a number"),
+            other => match (other.parse::<u64>(), other.parse::<Strategy>()) {
+                (Ok(number), _) => rows = number,
+                (_, Ok(named)) => strategy = Some(named),
+                _ => panic!("{other}: neither a row count nor a strategy"),
+            },
         }
     }
-    let strategy = strategy.expect("a strategy: shuffle, tree or am");
+    let strategy = strategy.expect("a strategy: shuffle, am, tree, tree-basic, ...");
     let expected = if keys == 1 {
         rows * rows
     } else {
@@ -71,14 +73,12 @@ fn main() {
             .sum()
     };
     let started = Instant::now();
-    let strategy_name = strategy.clone();
+    let strategy_name = strategy;
     let counts = timely::execute(timely::Config::process(2), move |worker| {
         let (index, peers) = (worker.index() as u64, worker.peers() as u64);
         let seen = Rc::new(Cell::new(0u64));
         let partitions = partitions.unwrap_or(peers as usize);
         let config = JoinConfig::new().with_partitions(partitions);
-        let partitioning = config.partitioning(peers as usize);
-        let strategy = strategy.clone();
         let counted = Rc::clone(&seen);
         worker.dataflow::<u32, _, _>(|scope| {
             // Each worker feeds every `peers`-th record of each side.
@@ -92,50 +92,14 @@ fn main() {
                 .map(move |i| (i % keys, i))
                 .to_stream(scope)
                 .container::<Vec<_>>();
-            let output = match strategy.as_str() {
-                "shuffle" => left.shuffle_join_with(
-                    right,
-                    JoinType::Inner,
-                    &config,
-                    |k: &u64, l: Option<&u64>, r: Option<&u64>, out: &mut Vec<Row>| {
-                        out.push((*k, l.copied(), r.copied()))
-                    },
-                ),
-                "tree" => tree_join(
-                    left,
-                    right,
-                    JoinType::Inner,
-                    partitioning,
-                    TreeParams::default(),
-                    |_: &u64| None,
-                    LoadRecorder::new(),
-                    TreeRounds::new(),
-                    Rows,
-                ),
-                _ => {
-                    // The exact key counts AM-Join's statistics phase would find.
-                    let stats: Vec<KeyCount<u64>> = (0..keys)
-                        .map(|k| {
-                            let n = rows / keys + u64::from(k < rows % keys);
-                            (k, n, n)
-                        })
-                        .collect();
-                    let plan = AmPlan::new(stats, &AmParams::default(), &partitioning, rows, rows);
-                    let home_left: Home<u64, u64> = Rc::new(move |_, _| index as u32);
-                    let home_right: Home<u64, u64> = Rc::new(move |_, _| index as u32);
-                    am_join(
-                        left,
-                        right,
-                        JoinType::Inner,
-                        partitioning,
-                        (home_left, home_right),
-                        Rc::new(plan),
-                        None,
-                        LoadRecorder::new(),
-                        Rows,
-                    )
-                }
-            };
+            // Every strategy through the builder, as an embedder writes it; AM-Join and
+            // Tree-Join count the keys and plan inside the dataflow.
+            let output = left
+                .skew_join(right)
+                .strategy(strategy)
+                .config(&config)
+                .with(Rows)
+                .expect("an inner join runs with every strategy");
             output.inspect_core(move |event| {
                 if let Ok((_, rows)) = event {
                     counted.set(counted.get() + rows.len() as u64);
