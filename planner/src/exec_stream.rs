@@ -279,6 +279,7 @@ mod tests {
     use crate::am_join::AmParams;
     use crate::exec::{execute, CollectSink, JoinJob};
     use crate::strategy::Resolved;
+    use skewjoin_operators::broadcast_join::check_broadcast;
     use skewjoin_operators::tree_join::TreeParams;
     use skewjoin_operators::{Key, LoadReport};
 
@@ -403,6 +404,13 @@ mod tests {
                         partitions,
                         workers,
                     };
+                    // A broadcast of a side the join type keeps is refused, not run wrong.
+                    if let Resolved::Broadcast { side } = resolved {
+                        if check_broadcast(how, side).is_err() {
+                            assert!(execute(memory, |_| CollectSink::default()).is_err());
+                            continue;
+                        }
+                    }
                     let expected = execute(memory, |_| CollectSink::default()).unwrap();
                     let job = StreamJob {
                         left_rows: left.len() as u64,
