@@ -324,7 +324,7 @@ where
                 .map(|(key, count)| (key, 0, count)),
         );
     counts.binary_frontier(rows, Pipeline, Pipeline, "HotKeysBySize", move |_, _| {
-        let mut pending: Vec<(Capability<T>, (OwnerTally<K>, (u64, u64)))> = Vec::new();
+        let mut pending: Vec<(Capability<T>, SizedTally<K>)> = Vec::new();
         move |(input_counts, frontier_counts), (input_rows, frontier_rows), output| {
             input_counts.for_each_stamp(|stamp, data| {
                 let (tally, _) = counts_for(&mut pending, &stamp);
@@ -358,12 +358,16 @@ where
     })
 }
 
+/// One time's partial counts on an owner, with both inputs' sizes at that time.
+type SizedTally<K> = (OwnerTally<K>, (u64, u64));
+
 /// What [`hot_keys_by_size`] emits per owner and time: the hot keys it owns, and the sizes of
 /// both inputs at that time.
 pub type SizedHotKeys<K> = (Vec<KeyCount<K>>, (u64, u64));
 
-/// The accumulator of `stamp`'s time, created with a capability for it if new.
-pub(crate) fn counts_for<'a, T: Timestamp, M: Default>(
+/// The accumulator of `stamp`'s time, created with a capability for it if new: how the
+/// operators that gather something per timestamp find that timestamp's state.
+pub fn counts_for<'a, T: Timestamp, M: Default>(
     pending: &'a mut Vec<(Capability<T>, M)>,
     stamp: &InputCapability<T>,
 ) -> &'a mut M {
@@ -371,7 +375,7 @@ pub(crate) fn counts_for<'a, T: Timestamp, M: Default>(
 }
 
 /// [`counts_for`] with the capability to emit at the accumulator's time.
-pub(crate) fn slot_for<'a, T: Timestamp, M: Default>(
+pub fn slot_for<'a, T: Timestamp, M: Default>(
     pending: &'a mut Vec<(Capability<T>, M)>,
     stamp: &InputCapability<T>,
 ) -> &'a mut (Capability<T>, M) {

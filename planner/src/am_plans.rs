@@ -24,8 +24,9 @@ use std::rc::Rc;
 use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 use skewjoin_operators::heavy_hitters::summarised_hot_keys;
-use skewjoin_operators::key_stats::{hot_keys_by_size, HotThresholds, KeyCount, KeyCounts};
-use skewjoin_operators::partitioned_join::join_time;
+use skewjoin_operators::key_stats::{
+    counts_for, hot_keys_by_size, HotThresholds, KeyCount, KeyCounts,
+};
 use skewjoin_operators::{JoinKey, Partitioning, Side};
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
@@ -138,15 +139,7 @@ where
         let mut pending: Vec<(Capability<T>, Gathered<K>)> = Vec::new();
         move |(input, frontier), output| {
             input.for_each_stamp(|stamp, data| {
-                let time = join_time(&stamp).clone();
-                let index = match pending.iter().position(|(cap, _)| *cap.time() == time) {
-                    Some(index) => index,
-                    None => {
-                        pending.push((stamp.delayed(&time, 0), Gathered::default()));
-                        pending.len() - 1
-                    }
-                };
-                let gathered = &mut pending[index].1;
+                let gathered = counts_for(&mut pending, &stamp);
                 for batch in data {
                     for part in batch.drain(..) {
                         gathered.add(part);
@@ -241,14 +234,7 @@ where
             let mut pending: Vec<(Capability<T>, u64)> = Vec::new();
             move |(input, frontier), output| {
                 input.for_each_stamp(|stamp, data| {
-                    let time = join_time(&stamp).clone();
-                    let count = match pending.iter().position(|(cap, _)| *cap.time() == time) {
-                        Some(index) => &mut pending[index].1,
-                        None => {
-                            pending.push((stamp.delayed(&time, 0), 0));
-                            &mut pending.last_mut().expect("just pushed").1
-                        }
-                    };
+                    let count = counts_for(&mut pending, &stamp);
                     for batch in data {
                         *count += batch.len() as u64;
                         batch.clear();
@@ -286,14 +272,7 @@ where
             let mut pending: Vec<(Capability<T>, FxHashSet<K>)> = Vec::new();
             move |(input, frontier), output| {
                 input.for_each_stamp(|stamp, data| {
-                    let time = join_time(&stamp).clone();
-                    let seen = match pending.iter().position(|(cap, _)| *cap.time() == time) {
-                        Some(index) => &mut pending[index].1,
-                        None => {
-                            pending.push((stamp.delayed(&time, 0), FxHashSet::default()));
-                            &mut pending.last_mut().expect("just pushed").1
-                        }
-                    };
+                    let seen = counts_for(&mut pending, &stamp);
                     for batch in data {
                         for (key, _) in batch.drain(..) {
                             if plan.class(&key).is_some() && !seen.contains(&key) {
