@@ -41,14 +41,14 @@ pub trait JoinKey: ExchangeData + Clone + Eq + Hash + Ord + Debug {
     fn stable_hash(&self) -> u64;
 }
 
-/// Implements [`JoinKey`](crate::JoinKey) for one or more newtypes around a key type, by
+/// Implements [`JoinKey`] for one or more newtypes around a key type, by
 /// delegating to the wrapped value (field `.0`): the newtype is NULL when its value is, and
 /// hashes exactly like it, so it partitions like the bare key.
 ///
 /// The newtype must itself have the trait's supertraits: derive `Clone`, `Debug`, `PartialEq`,
 /// `Eq`, `PartialOrd`, `Ord`, `Hash`, `Serialize` and `Deserialize` (deriving keeps its order and
 /// equality those of the value). A macro rather than a blanket impl because `JoinKey` cannot be
-/// implemented for every `Hash` type (see [`JoinKey`](crate::JoinKey)).
+/// implemented for every `Hash` type (see [`JoinKey`]).
 ///
 /// ```
 /// use serde::{Deserialize, Serialize};
