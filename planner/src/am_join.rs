@@ -287,6 +287,11 @@ impl<K: JoinKey> AmPlan<K> {
         let mut one_side = Vec::new();
         let mut summary = AmSummary::default();
         for (key, l, r) in stats {
+            // A NULL key matches nothing: in a cell or broadcast it would pair by equality, and
+            // a hand-made plan may list one.
+            if key.is_null() {
+                continue;
+            }
             let (hot_l, hot_r) = match params.hot {
                 HotChoice::Detect => (l > detected.left, r > detected.right),
                 HotChoice::Swapped => (r > detected.right, l > detected.left),

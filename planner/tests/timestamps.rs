@@ -276,6 +276,8 @@ fn stale_plans(epochs: &[Epoch]) -> Vec<Ask> {
     // A key planned hot on both sides that never appears, and one only ever on the right.
     stats.push((Some(99), 50, 50));
     stats.push((Some(2), 40, 40));
+    // A hand-made plan may list the NULL key: it must stay matchless.
+    stats.push((None, 30, 30));
     let mut asks = Vec::new();
     for tree in [false, true] {
         for hot in [
