@@ -706,8 +706,9 @@ type PlanRouted<'s, T, K, V, D> = (
 );
 
 /// Routes `records` of `side` by each timestamp's plan from `plans`, holding a timestamp's
-/// records until its plan has arrived; with `exact`, by that plan at once. A timestamp for which
-/// no plan comes (no worker had a record of a planned key) is routed as all cold.
+/// records until its plan has arrived; with `exact`, by that plan at once. Every timestamp with
+/// records gets a plan on every worker ([`crate::am_plans`]); should none come, its records are
+/// routed as all cold, which is exact for any records.
 #[allow(clippy::too_many_arguments)]
 fn route_by_plan<'s, T, K, V, D, E>(
     records: StreamVec<'s, T, (K, V)>,
@@ -791,8 +792,10 @@ where
                                 held.len() - 1
                             }
                         };
+                        // Kept as the batches they came in, so that routing them later hands
+                        // timely one batch at a time, not a copy of the whole timestamp.
                         for batch in data {
-                            held[index].1.append(batch);
+                            held[index].1.push(std::mem::take(batch));
                         }
                     }
                 }
@@ -808,11 +811,16 @@ where
                         continue;
                     }
                 };
-                let ([main_cap, grid_cap, emit_cap], mut batch) = held.swap_remove(index);
-                router.route(&plan, &mut batch, &mut main, &mut grid, &mut emitted);
-                give(&mut main_handle.session(&main_cap), &mut main);
-                give(&mut grid_handle.session(&grid_cap), &mut grid);
-                give(&mut emit_handle.session(&emit_cap), &mut emitted);
+                let ([main_cap, grid_cap, emit_cap], batches) = held.swap_remove(index);
+                let mut main_session = main_handle.session(&main_cap);
+                let mut grid_session = grid_handle.session(&grid_cap);
+                let mut emit_session = emit_handle.session(&emit_cap);
+                for mut batch in batches {
+                    router.route(&plan, &mut batch, &mut main, &mut grid, &mut emitted);
+                    give(&mut main_session, &mut main);
+                    give(&mut grid_session, &mut grid);
+                    give(&mut emit_session, &mut emitted);
+                }
             }
             // A plan is needed while records of its time may still arrive.
             known.retain(|(time, _)| records_frontier.less_equal(time));
@@ -821,8 +829,9 @@ where
     (main_stream, grid_stream, emit_stream)
 }
 
-/// A timestamp's records held until its plan arrives, with a capability for each output.
-type HeldRecords<T, K, V> = ([Capability<T>; 3], Vec<(K, V)>);
+/// A timestamp's records held until its plan arrives, as the batches they came in, with a
+/// capability for each output.
+type HeldRecords<T, K, V> = ([Capability<T>; 3], Vec<Vec<(K, V)>>);
 
 /// Hands a non-empty buffer to a session whole.
 fn give<T, C, D>(
