@@ -177,7 +177,9 @@ where
 
     /// How AM-Join and Tree-Join plan ([`AmPlanning`]); [`JoinBuilder::plan`] is
     /// `AmPlanning::Fixed`. `AmPlanning::Exact` is for plans counted from exactly the records
-    /// of the dataflow's one timestamp, as the command line makes them.
+    /// of the dataflow's one timestamp, as the command line makes them. The parameters of
+    /// `AmPlanning::PerTimestamp(params)` are used as given ([`JoinBuilder::tuning`] does not
+    /// change them).
     pub fn planning(mut self, planning: AmPlanning<K>) -> Self {
         self.plan = Some(planning);
         self
