@@ -244,8 +244,9 @@ fn run(args: &Args, strategy: Strategy, how: JoinType) -> Result<bool, String> {
         }
         left_input.close();
         right_input.close();
+        // Park rather than spin while waiting on other workers: an idle worker then costs no CPU.
         while !probe.done() {
-            worker.step();
+            worker.step_or_park(None);
         }
     })?;
     drop(guards);

@@ -342,6 +342,23 @@ pub(crate) struct WorkerOutput<S> {
 
 /// The value of a row that carries only its number and hash.
 #[inline]
+/// Steps `worker` until `probe` is done, parking the thread (after timely's short idle spin)
+/// while it has nothing to do. A worker waiting on others (another process's rows, a busier
+/// worker's output) then costs no CPU: spinning would take it from this process's network
+/// threads and from other work on the machine, and on a machine with more workers than cores,
+/// from the workers that have work.
+pub(crate) fn step_until_done(worker: &mut Worker, probe: &ProbeHandle<u32>) {
+    while !probe.done() {
+        // The browser's single worker runs on the page's thread, which must not park; it has
+        // no one to wait for.
+        if cfg!(target_arch = "wasm32") {
+            worker.step();
+        } else {
+            worker.step_or_park(None);
+        }
+    }
+}
+
 pub(crate) fn row_ref(_: Side, row: u32, hash: u64) -> RowRef {
     (row, hash)
 }
@@ -546,9 +563,7 @@ where
     }
     left_input.close();
     right_input.close();
-    while !probe.done() {
-        worker.step();
-    }
+    step_until_done(worker, &probe);
     // Drop the finished dataflows, and with them their handles on the sink, rather than step
     // until timely tears them down (which a dataflow with a loop may never let happen on its own).
     for dataflow in worker.installed_dataflows() {
@@ -646,9 +661,7 @@ pub(crate) fn key_statistics<K: JoinKey>(
     });
     left_input.close();
     right_input.close();
-    while !probe.done() {
-        worker.step();
-    }
+    step_until_done(worker, &probe);
     sent.map(|()| (hot.take(), floors.take()))
 }
 
