@@ -38,6 +38,7 @@ use timely::{ExchangeData, WorkerConfig};
 use crate::exec::{run_worker, Feed, JobKind, JoinJob, MemoryFeed, PairSink, RowHomes, RowValue};
 use crate::exec_stream::{RowSource, StreamFeed, StreamJob};
 use crate::report::StrategyReport;
+use crate::skew_check::{sampled_skew, KeySample, Skew};
 use crate::strategy::Resolved;
 
 /// How a process connects to the others.
@@ -105,7 +106,7 @@ impl ClusterSpec {
 }
 
 /// What one process tells the others before planning.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ProcessFacts {
     /// Left rows this process read.
     pub left_rows: u64,
@@ -116,10 +117,12 @@ pub struct ProcessFacts {
     /// A hash of the arguments that must agree across processes (join type, strategy, key
     /// columns, tuning); processes started with different ones refuse to run.
     pub fingerprint: u64,
+    /// For `auto`, a sample of this process's keys ([`KeySample::for_rows`]); empty otherwise.
+    pub key_sample: KeySample,
 }
 
 /// What the whole cluster read, as every worker sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ClusterFacts {
     /// Left rows over all processes.
     pub left_rows: u64,
@@ -127,6 +130,11 @@ pub struct ClusterFacts {
     pub right_rows: u64,
     /// The smallest broadcast limit of any process: a copy must fit everywhere.
     pub broadcast_limit: u64,
+    /// Whether the processes sent key samples (`auto`), and so whether `skew` was checked.
+    pub sampled: bool,
+    /// What the skew check found on every process's key sample ([`sampled_skew`]) for the
+    /// cluster's partitions and workers: the hottest key's predicted load, if any key is hot.
+    pub skew: Option<Skew>,
 }
 
 /// What a cluster run produced, as this process sees it.
@@ -363,12 +371,12 @@ where
             let homes = RowHomes::of_process(&partitioning, first_worker, threads);
             // One worker per process speaks for it; every worker hears every process.
             let mine = if worker.index() % threads == 0 {
-                vec![facts]
+                vec![facts.clone()]
             } else {
                 Vec::new()
             };
             let heard = exchange(worker, mine, true);
-            let cluster = agree(&heard)?;
+            let cluster = agree(&heard, partitions, worker.peers())?;
             let resolved = decide(&cluster)?;
             let sink = make_sink(worker.index());
             let totals = (cluster.left_rows, cluster.right_rows);
@@ -453,7 +461,11 @@ where
 
 /// Combines the facts every process sent: sums of rows, the smallest budget; different
 /// fingerprints mean the processes were started with different arguments.
-fn agree(heard: &[ProcessFacts]) -> Result<ClusterFacts, String> {
+fn agree(
+    heard: &[ProcessFacts],
+    partitions: usize,
+    workers: usize,
+) -> Result<ClusterFacts, String> {
     let first = heard.first().ok_or("no process sent its facts")?;
     if heard
         .iter()
@@ -465,6 +477,10 @@ fn agree(heard: &[ProcessFacts]) -> Result<ClusterFacts, String> {
                 .into(),
         );
     }
+    // A default sample is none taken: the strategy was not `auto`.
+    let sampled = heard
+        .iter()
+        .any(|facts| facts.key_sample != KeySample::default());
     Ok(ClusterFacts {
         left_rows: heard.iter().map(|facts| facts.left_rows).sum(),
         right_rows: heard.iter().map(|facts| facts.right_rows).sum(),
@@ -473,6 +489,14 @@ fn agree(heard: &[ProcessFacts]) -> Result<ClusterFacts, String> {
             .map(|facts| facts.broadcast_limit)
             .min()
             .unwrap_or(0),
+        sampled,
+        skew: if sampled {
+            let samples: Vec<KeySample> =
+                heard.iter().map(|facts| facts.key_sample.clone()).collect();
+            sampled_skew(&samples, partitions, workers)
+        } else {
+            None
+        },
     })
 }
 
@@ -498,9 +522,7 @@ fn exchange<T: ExchangeData + Clone>(worker: &mut Worker, mine: Vec<T>, to_all: 
         input.send(record);
     }
     input.close();
-    while !probe.done() {
-        worker.step();
-    }
+    crate::exec::step_until_done(worker, &probe);
     received.take()
 }
 
@@ -643,6 +665,7 @@ mod tests {
                         left_rows: left.len() as u64,
                         right_rows: right.len() as u64,
                         broadcast_limit: u64::MAX,
+                        ..ClusterFacts::default()
                     })
                     .unwrap(),
                     partitions,
@@ -677,6 +700,7 @@ mod tests {
                                 right_rows: job.right.len() as u64,
                                 broadcast_limit: u64::MAX,
                                 fingerprint: 1,
+                                key_sample: KeySample::default(),
                             };
                             let spec = ClusterSpec {
                                 threads: 2,
@@ -778,6 +802,7 @@ mod tests {
                     right_rows: 1,
                     broadcast_limit: 10,
                     fingerprint: process as u64,
+                    key_sample: KeySample::default(),
                 };
                 let spec = ClusterSpec {
                     threads: 1,

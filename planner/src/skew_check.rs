@@ -25,6 +25,7 @@
 //! assert!(skew.am_pays());
 //! ```
 
+use serde::{Deserialize, Serialize};
 use skewjoin_operators::hash::mix64;
 use skewjoin_operators::{JoinKey, Partitioning, Side};
 
@@ -313,38 +314,199 @@ impl KeyTally {
             loads,
             ..
         } = all;
-        let mut worker_loads = vec![0u128; placement.workers()];
-        for (partition, load) in loads.iter().enumerate() {
-            worker_loads[placement.owner(partition as u32)] += load;
+        skew_from(&placement, &loads, output, &most, self.rows)
+    }
+}
+
+/// The skew check's verdict from Shuffle-Join's predicted loads: each partition's input records
+/// plus output pairs (`loads`), the inner-join pairs in all, the keys with the most pairs, left
+/// rows and right rows (`most`, as (count, hash)), and each side's rows.
+fn skew_from(
+    placement: &Partitioning,
+    loads: &[u128],
+    output: u128,
+    most: &[(u64, u64); 3],
+    rows: [u64; 2],
+) -> Option<Skew> {
+    let mut worker_loads = vec![0u128; placement.workers()];
+    for (partition, load) in loads.iter().enumerate() {
+        worker_loads[placement.owner(partition as u32)] += load;
+    }
+    let total: u128 = worker_loads.iter().sum();
+    let busiest = worker_loads.iter().copied().max().unwrap_or(0);
+    let excess = (busiest - total / worker_loads.len() as u128).min(u64::MAX as u128) as u64;
+    let count_cost = (rows[0] + rows[1]) / worker_loads.len() as u64;
+    let partitions = placement.partitions().max(1) as f64;
+    let fair = [
+        (output as f64 / partitions).max(1.0),
+        (rows[0] as f64 / partitions).max(1.0),
+        (rows[1] as f64 / partitions).max(1.0),
+    ];
+    most.iter()
+        .zip(fair)
+        .zip(["output", "left input", "right input"])
+        .map(|((&(value, hash), fair), what)| Skew {
+            hash,
+            share: value as f64 / fair,
+            what,
+            excess,
+            count_cost,
+        })
+        .filter(|skew| skew.share > 0.5)
+        .reduce(|worst, skew| {
+            if skew.share > worst.share {
+                skew
+            } else {
+                worst
+            }
+        })
+}
+
+/// Rows of each side a process of a cluster samples for `auto`'s skew check (fewer if it holds
+/// fewer): 32 KiB a side to send to every process, and with N processes a sample of N x 4,096 rows
+/// a side, in which a key that can unbalance a worker (a fair share of its input or output) is
+/// seen hundreds of times.
+pub const CLUSTER_SAMPLE_ROWS: u64 = 4096;
+
+/// A process's sample of its own rows' keys, for `auto`'s skew check in a cluster, where no
+/// process sees every key before the join and counting them all is AM-Join's whole first phase.
+/// One row in about `rows / CLUSTER_SAMPLE_ROWS` of each side is kept, chosen by a hash of its
+/// row number; [`sampled_skew`] weighs the samples of every process and predicts Shuffle-Join's
+/// loads from them.
+///
+/// ```
+/// use skewjoin_operators::Side;
+/// use skewjoin_planner::skew_check::{sampled_skew, KeySample};
+///
+/// // Two processes; key 7 is on a sixth of each one's rows on both sides.
+/// let samples: Vec<KeySample> = (0..2u64)
+///     .map(|process| {
+///         let keys: Vec<u64> = (process * 50_000..process * 50_000 + 50_000)
+///             .chain(std::iter::repeat(7).take(10_000))
+///             .collect();
+///         let mut sample = KeySample::for_rows(60_000, 60_000);
+///         keys.iter().for_each(|key| sample.add(Side::Left, key));
+///         keys.iter().for_each(|key| sample.add(Side::Right, key));
+///         sample
+///     })
+///     .collect();
+/// let skew = sampled_skew(&samples, 4, 4).expect("key 7 is hot");
+/// assert!(skew.is_of(&7u64) && skew.am_pays());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct KeySample {
+    /// Each sampled non-NULL key's hash, its lowest bit replaced by its side (0 left, 1 right).
+    hashes: Vec<u64>,
+    /// Rows seen of each side, NULL keys included.
+    rows: [u64; 2],
+    /// Rows sampled of each side, NULL keys included.
+    sampled: [u64; 2],
+    /// A row is sampled when the hash of its row number is at most this.
+    cut: [u64; 2],
+}
+
+impl KeySample {
+    /// A sample of a process holding `left` and `right` rows.
+    pub fn for_rows(left: u64, right: u64) -> KeySample {
+        let cut = |rows: u64| {
+            if rows <= CLUSTER_SAMPLE_ROWS {
+                u64::MAX
+            } else {
+                u64::MAX / rows * CLUSTER_SAMPLE_ROWS
+            }
+        };
+        KeySample {
+            cut: [cut(left), cut(right)],
+            ..KeySample::default()
         }
-        let total: u128 = worker_loads.iter().sum();
-        let busiest = worker_loads.iter().copied().max().unwrap_or(0);
-        let excess = (busiest - total / worker_loads.len() as u128).min(u64::MAX as u128) as u64;
-        let count_cost = (self.rows[0] + self.rows[1]) / worker_loads.len() as u64;
-        let partitions = partitions.max(1) as f64;
-        let fair = [
-            (output as f64 / partitions).max(1.0),
-            (self.rows[0] as f64 / partitions).max(1.0),
-            (self.rows[1] as f64 / partitions).max(1.0),
-        ];
-        most.iter()
-            .zip(fair)
-            .zip(["output", "left input", "right input"])
-            .map(|((&(value, hash), fair), what)| Skew {
-                hash,
-                share: value as f64 / fair,
-                what,
-                excess,
-                count_cost,
-            })
-            .filter(|skew| skew.share > 0.5)
-            .reduce(|worst, skew| {
-                if skew.share > worst.share {
-                    skew
-                } else {
-                    worst
-                }
-            })
+    }
+
+    /// Sees the next row of `side`, with key `key`.
+    #[inline]
+    pub fn add<K: JoinKey>(&mut self, side: Side, key: &K) {
+        let index = match side {
+            Side::Left => 0,
+            Side::Right => 1,
+        };
+        let row = self.rows[index];
+        self.rows[index] += 1;
+        if mix64(row ^ SAMPLE_SALT[index]) > self.cut[index] {
+            return;
+        }
+        self.sampled[index] += 1;
+        if !key.is_null() {
+            self.hashes.push((key.stable_hash() & !1) | index as u64);
+        }
+    }
+}
+
+/// A tally of keys read a row at a time: [`KeyTally`] for one process's skew check, [`KeySample`]
+/// for a cluster's.
+pub trait KeySink {
+    /// Sees the next row of `side`, with key `key`.
+    fn add_key<K: JoinKey>(&mut self, side: Side, key: &K);
+}
+
+impl KeySink for KeyTally {
+    fn add_key<K: JoinKey>(&mut self, side: Side, key: &K) {
+        self.add(side, key);
+    }
+}
+
+impl KeySink for KeySample {
+    fn add_key<K: JoinKey>(&mut self, side: Side, key: &K) {
+        self.add(side, key);
+    }
+}
+
+/// `auto`'s skew check in a cluster, from every process's [`KeySample`] (in any order): each
+/// sampled row stands for its process's rows of that side over the rows it sampled, every key's
+/// rows are estimated from its sampled rows, placed where Shuffle-Join would put them, and the
+/// verdict is [`KeyTally::skew`]'s on those estimates. The estimates are summed in one order
+/// whatever order the samples came in, so every worker of the cluster reaches the same verdict.
+pub fn sampled_skew(samples: &[KeySample], partitions: usize, workers: usize) -> Option<Skew> {
+    let placement = Partitioning::new(partitions.max(1), workers.max(1));
+    let mut ordered: Vec<&KeySample> = samples.iter().collect();
+    ordered.sort();
+    let mut estimates: rustc_hash::FxHashMap<u64, [f64; 2]> = Default::default();
+    let mut rows = [0u64; 2];
+    for sample in ordered {
+        let weight = [0, 1].map(|side| match sample.sampled[side] {
+            0 => 0.0,
+            sampled => sample.rows[side] as f64 / sampled as f64,
+        });
+        rows[0] += sample.rows[0];
+        rows[1] += sample.rows[1];
+        for &word in &sample.hashes {
+            let side = (word & 1) as usize;
+            estimates.entry(word & !1).or_default()[side] += weight[side];
+        }
+    }
+    let mut keys: Vec<(u64, [f64; 2])> = estimates.into_iter().collect();
+    keys.sort_unstable_by_key(|(hash, _)| *hash);
+    let mut loads = vec![0u128; placement.partitions()];
+    let mut output = 0u128;
+    let mut most = [(0u64, 0u64); 3];
+    for (hash, [l, r]) in keys {
+        let (l, r) = (l.round() as u64, r.round() as u64);
+        let pairs = u128::from(l) * u128::from(r);
+        loads[placement.partition_of_hash(hash) as usize] += pairs + u128::from(l + r);
+        output += pairs;
+        keep_most(
+            &mut most,
+            &[(l.saturating_mul(r), hash), (l, hash), (r, hash)],
+        );
+    }
+    skew_from(&placement, &loads, output, &most, rows)
+}
+
+/// Keeps each of `candidates` that beats the one kept in `most`; ties keep the earlier, so
+/// counting buckets in runs finds what counting them in one pass does.
+fn keep_most(most: &mut [(u64, u64); 3], candidates: &[(u64, u64); 3]) {
+    for (best, &candidate) in most.iter_mut().zip(candidates) {
+        if candidate.0 > best.0 {
+            *best = candidate;
+        }
     }
 }
 
@@ -500,14 +662,8 @@ impl BucketCounts {
         }
     }
 
-    /// Keeps each of `candidates` that beats the one kept; ties keep the earlier, so counting
-    /// buckets in runs finds what counting them in one pass does.
     fn keep_most(&mut self, candidates: &[(u64, u64); 3]) {
-        for (best, &candidate) in self.most.iter_mut().zip(candidates) {
-            if candidate.0 > best.0 {
-                *best = candidate;
-            }
-        }
+        keep_most(&mut self.most, candidates);
     }
 
     /// Adds the counts of the buckets after this one's.
@@ -533,6 +689,51 @@ fn filter_bit(hash: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The samples of `processes` processes, each holding `rows` rows a side: keys spread over
+    /// `distinct` values, and `hot` more rows a side of key 7 on each process.
+    fn samples(processes: u64, rows: u64, distinct: u64, hot: u64) -> Vec<KeySample> {
+        (0..processes)
+            .map(|process| {
+                let keys: Vec<u64> = (0..rows)
+                    .map(|row| 1000 + mix64(process * rows + row) % distinct)
+                    .chain(std::iter::repeat_n(7, hot as usize))
+                    .collect();
+                let mut sample = KeySample::for_rows(rows + hot, rows + hot);
+                keys.iter().for_each(|key| sample.add(Side::Left, key));
+                keys.iter().for_each(|key| sample.add(Side::Right, key));
+                sample
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_cluster_sample_finds_a_hot_key_and_no_skew_in_uniform_keys() {
+        for processes in [2, 4, 8] {
+            // Uniform: no key is worth AM-Join's count, at any cluster size.
+            let uniform = samples(processes, 200_000, 200_000 * processes, 0);
+            assert!(
+                sampled_skew(&uniform, processes as usize, processes as usize)
+                    .is_none_or(|skew| !skew.am_pays()),
+                "{processes} processes"
+            );
+            // Key 7 on 2 % of the rows on both sides: its pairs are most of the output.
+            let hot = samples(processes, 200_000, 200_000 * processes, 4_000);
+            let skew =
+                sampled_skew(&hot, processes as usize, processes as usize).expect("key 7 is hot");
+            assert!(skew.is_of(&7u64) && skew.am_pays(), "{processes}: {skew:?}");
+        }
+    }
+
+    #[test]
+    fn every_order_of_the_samples_gives_the_same_verdict() {
+        let mut heard = samples(4, 50_000, 100_000, 700);
+        let first = sampled_skew(&heard, 8, 4);
+        heard.reverse();
+        assert_eq!(sampled_skew(&heard, 8, 4), first);
+        heard.swap(0, 2);
+        assert_eq!(sampled_skew(&heard, 8, 4), first);
+    }
 
     #[test]
     fn skew_is_seen_in_the_counts() {

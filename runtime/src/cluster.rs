@@ -17,7 +17,8 @@
 //! checksum are computed, and rows travel as a row number and a hash; with it, each row's contents
 //! travel with it (Arrow's row format, encoded a batch at a time as it is read), because the
 //! worker that joins a pair may be on a process that read neither row.
-//! `--metrics` is written by process 0 and describes the whole cluster.
+//! `--metrics` is written by process 0 and describes the whole cluster; `--process-metrics` is
+//! written by every process and describes that process (`ProcessMetrics`).
 //!
 //! Faults: a process that cannot connect to all others within `--connect-timeout` seconds exits
 //! with code 5; a process that dies during the join makes timely's connections to it fail, and
@@ -48,18 +49,20 @@ use skewjoin_planner::exec_cluster::{
     execute_cluster_stream, ClusterFacts, ClusterSpec, Network, ProcessFacts,
 };
 use skewjoin_planner::exec_stream::StreamJob;
+use skewjoin_planner::skew_check::KeySample;
 use skewjoin_planner::strategy::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
 
 use crate::batches::CHUNK_ROWS;
 use crate::cli::JoinArgs;
 use crate::commands::{
     check_metrics_path, check_writable_dir, join_columns, layout, metrics_for, parse_how,
-    with_vprp_flags, write_atomically,
+    refuse_overwrite, with_vprp_flags, write_atomically,
 };
 use crate::engine::{FileSource, KeepBatch, RunReport, StreamSide};
 use crate::error::{Error, Result};
 use crate::io::{
-    check_key_compat, output_schema, take_output, FileFormat, OutputWriter, RowStore, Share,
+    check_key_compat, output_schema, take_output, tally_keys, FileFormat, OutputWriter, RowStore,
+    Share,
 };
 use crate::memory::broadcast_budget;
 use crate::metrics::checksum_hex;
@@ -92,6 +95,12 @@ pub struct ClusterArgs {
     /// cluster or feed it data; only on a trusted private network.
     #[arg(long, requires = "processes")]
     pub insecure: bool,
+    /// Cluster mode: write this process's own figures as JSON to PATH (its workers' output rows,
+    /// its join time, CPU seconds during the join and in all, peak memory), where `--metrics`
+    /// describes the whole cluster. `{process}` in PATH is replaced by the process index, so
+    /// processes sharing a file system write different files.
+    #[arg(long, value_name = "PATH", requires = "processes")]
+    pub process_metrics: Option<PathBuf>,
 }
 
 /// The environment variable that may hold the cluster secret instead of a file; `skewjoin
@@ -678,10 +687,32 @@ fn cluster_choice(
     };
     let mut choice = choose(strategy, &inputs)?;
     if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
-        choice = choose(Strategy::Am, &inputs)?;
-        choice.reason = "in a cluster no process sees every key before the join, so AM-Join \
-                         counts them first: it splits the keys that are hot and shuffles the rest"
-            .into();
+        // No process sees every key before the join: the check runs on every process's sample.
+        match facts.skew.filter(|_| facts.sampled) {
+            Some(skew) if skew.am_pays() => {
+                choice = choose(Strategy::Am, &inputs)?;
+                choice.reason = format!(
+                    "a sample of every process's keys finds a key of about {:.1} fair shares of \
+                     the {}: Shuffle-Join's busiest worker would do about {} records beyond the \
+                     mean, more than AM-Join's key count costs it ({}); AM-Join counts the keys \
+                     exactly, splits the hot ones and shuffles the rest",
+                    skew.share, skew.what, skew.excess, skew.count_cost
+                );
+            }
+            Some(skew) => {
+                choice.reason = format!(
+                    "a sample of every process's keys finds a key of about {:.1} fair shares of \
+                     the {}, but Shuffle-Join's busiest worker would do only about {} records \
+                     beyond the mean, fewer than AM-Join's key count would cost it ({})",
+                    skew.share, skew.what, skew.excess, skew.count_cost
+                );
+            }
+            None => {
+                choice.reason = "a sample of every process's keys finds no key that would \
+                                 unbalance Shuffle-Join"
+                    .into();
+            }
+        }
     }
     let mut choice = with_vprp_flags(choice, &args.run).map_err(|error| error.to_string())?;
     choice.resolved = choice.resolved.tuned(&Tuning {
@@ -760,6 +791,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
         None => None,
     };
     check_metrics_path(&args, "the --output directory")?;
+    let process_metrics = process_metrics_path(&args, process)?;
 
     let share = Share {
         index: process,
@@ -797,6 +829,14 @@ pub fn join(args: JoinArgs) -> Result<()> {
         right_rows,
         broadcast_limit: broadcast_budget(args.broadcast_limit, args.memory_limit, threads).rows,
         fingerprint: fingerprint(&fields),
+        key_sample: if strategy == Strategy::Auto {
+            progress.say(&format!(
+                "process {process}: sampling its keys for auto's skew check"
+            ));
+            sample_keys(&left, &right)?
+        } else {
+            KeySample::default()
+        },
     };
     let timeout = Duration::from_secs(args.cluster.connect_timeout);
     let token = handshake::random_hex(16)
@@ -813,6 +853,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
     progress.say(&format!(
         "process {process}: connected to every process, all started with the same arguments"
     ));
+    let cpu_at_join = ProcessUsage::now();
     let job = StreamJob {
         left_rows,
         right_rows,
@@ -961,6 +1002,29 @@ pub fn join(args: JoinArgs) -> Result<()> {
         return Err(Error::Io(error));
     }
     let rows: u64 = output_run.summaries.iter().map(|(_, s)| s.rows).sum();
+    if let Some(path) = &process_metrics {
+        let usage = ProcessUsage::now();
+        let own = first_worker..first_worker + threads;
+        let figures = ProcessMetrics {
+            process,
+            processes,
+            workers: threads,
+            output_rows: output_run
+                .summaries
+                .iter()
+                .filter(|(worker, _)| own.contains(worker))
+                .map(|(_, s)| s.rows)
+                .sum(),
+            open_seconds: read_seconds,
+            join_seconds: output_run.elapsed.as_secs_f64(),
+            join_cpu_seconds: usage.cpu_seconds - cpu_at_join.cpu_seconds,
+            cpu_seconds: usage.cpu_seconds,
+            peak_rss_bytes: usage.peak_rss_bytes,
+        };
+        let text = serde_json::to_string_pretty(&figures)
+            .map_err(|e| Error::Internal(format!("cannot encode process metrics: {e}")))?;
+        write_atomically(path, &(text + "\n"))?;
+    }
     let checksum = output_run
         .summaries
         .iter()
@@ -1046,6 +1110,101 @@ pub fn join(args: JoinArgs) -> Result<()> {
         eprintln!("{}", metrics.summary());
     }
     Ok(())
+}
+
+/// `--process-metrics` with `{process}` replaced, refused where it names an input, the output or
+/// `--metrics`.
+fn process_metrics_path(args: &JoinArgs, process: usize) -> Result<Option<PathBuf>> {
+    let Some(given) = &args.cluster.process_metrics else {
+        return Ok(None);
+    };
+    let path = PathBuf::from(
+        given
+            .to_string_lossy()
+            .replace("{process}", &process.to_string()),
+    );
+    let mut others = vec![
+        ("an input file", &*args.left),
+        ("an input file", &*args.right),
+    ];
+    if let Some(output) = &args.output {
+        others.push(("the --output directory", output));
+    }
+    if let Some(metrics) = &args.metrics {
+        others.push(("the --metrics file", metrics));
+    }
+    refuse_overwrite("--process-metrics", &path, &others)?;
+    check_writable_dir(&path, "--process-metrics")?;
+    Ok(Some(path))
+}
+
+/// One process's own figures in a cluster, written to `--process-metrics`. Field names are
+/// stable: scripts read them (benches/cluster/emulate does).
+#[derive(Debug, Serialize)]
+struct ProcessMetrics {
+    /// This process's index.
+    process: usize,
+    /// Processes in the cluster.
+    processes: usize,
+    /// This process's worker threads.
+    workers: usize,
+    /// Output rows its workers produced.
+    output_rows: u64,
+    /// Wall time of opening its shares of the inputs, before connecting.
+    open_seconds: f64,
+    /// Wall time of its dataflow, from the cluster forming to the join's end (which every
+    /// process sees at about the same moment: the join ends when the last worker's does).
+    join_seconds: f64,
+    /// CPU seconds (user and system, every thread) it used from the cluster forming to the end:
+    /// its share of the join's work, whatever the wait for others.
+    join_cpu_seconds: f64,
+    /// CPU seconds it used in all, startup and opening included.
+    cpu_seconds: f64,
+    /// Its peak resident memory.
+    peak_rss_bytes: u64,
+}
+
+/// The CPU time and peak memory of this process so far (`getrusage`).
+struct ProcessUsage {
+    cpu_seconds: f64,
+    peak_rss_bytes: u64,
+}
+
+impl ProcessUsage {
+    fn now() -> ProcessUsage {
+        // SAFETY: getrusage writes only into the struct it is given.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+            return ProcessUsage {
+                cpu_seconds: 0.0,
+                peak_rss_bytes: 0,
+            };
+        }
+        let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        ProcessUsage {
+            cpu_seconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+            // Linux reports kilobytes.
+            peak_rss_bytes: u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024,
+        }
+    }
+}
+
+/// `auto`'s sample of this process's keys (its shares of both inputs) for the cluster's skew
+/// check: one pass over the key columns of its shares.
+fn sample_keys(left: &StreamSide, right: &StreamSide) -> Result<KeySample> {
+    let mut sample = KeySample::for_rows(left.input.rows, right.input.rows);
+    for (input, side) in [(left, Side::Left), (right, Side::Right)] {
+        for batch in input.input.batches(true)? {
+            tally_keys(
+                &batch?,
+                &input.key_columns,
+                &input.input.path,
+                side,
+                &mut sample,
+            )?;
+        }
+    }
+    Ok(sample)
 }
 
 fn side_index(side: Side) -> usize {

@@ -137,7 +137,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 /// Refuses a path we would write that is an input, or another path we write.
-fn refuse_overwrite(flag: &str, path: &Path, others: &[(&str, &Path)]) -> Result<()> {
+pub(crate) fn refuse_overwrite(flag: &str, path: &Path, others: &[(&str, &Path)]) -> Result<()> {
     for (what, other) in others {
         if same_file(path, other) {
             return Err(Error::Usage(format!(

@@ -44,7 +44,7 @@ use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
 use skewjoin_operators::hash::StableHasher;
 use skewjoin_operators::{JoinType, Key, Side};
-use skewjoin_planner::skew_check::KeyTally;
+use skewjoin_planner::skew_check::KeySink;
 
 use crate::error::{Error, Result};
 use crate::output_file::{write_error, FileFailure, PendingOutput, WatchedFile};
@@ -1809,7 +1809,8 @@ pub fn for_each_key(
     Ok(())
 }
 
-/// Counts the key of every row of `batch` in `tally` as `side`'s. A single integer key column
+/// Counts the key of every row of `batch` in `tally` (a [`KeyTally`](skewjoin_planner::skew_check::KeyTally) or a
+/// [`KeySample`](skewjoin_planner::skew_check::KeySample)) as `side`'s. A single integer key column
 /// is counted from its values, with no [`Key`] made per row: making and dropping them was a
 /// third of `auto`'s skew check on integer keys (hashing a `Key::Int` instead of the `i64`
 /// itself, through [`for_each_key`], costs the check a quarter more instructions).
@@ -1818,20 +1819,23 @@ pub fn tally_keys(
     columns: &[String],
     path: &Path,
     side: Side,
-    tally: &mut KeyTally,
+    tally: &mut impl KeySink,
 ) -> Result<()> {
     if let Some(column) = single_int_key(batch, columns, path)? {
         // An `i64` and an `Option<i64>` hash as `Key::Int` does; `None` is NULL.
         let values = column.as_primitive::<Int64Type>();
         if values.null_count() == 0 {
-            values.values().iter().for_each(|key| tally.add(side, key));
+            values
+                .values()
+                .iter()
+                .for_each(|key| tally.add_key(side, key));
         } else {
-            values.iter().for_each(|key| tally.add(side, &key));
+            values.iter().for_each(|key| tally.add_key(side, &key));
         }
         return Ok(());
     }
     for key in extract_keys(batch, columns, path)? {
-        tally.add(side, &key);
+        tally.add_key(side, &key);
     }
     Ok(())
 }
@@ -2483,6 +2487,7 @@ pub fn write_table(path: &Path, format: FileFormat, batch: &RecordBatch) -> Resu
 mod tests {
     use super::*;
     use arrow::array::{BooleanArray, Float64Array, Int32Array, UInt64Array};
+    use skewjoin_planner::skew_check::KeyTally;
     use tempfile::TempDir;
 
     const ALL_FORMATS: [(FileFormat, &str); 3] = [

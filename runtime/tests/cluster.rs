@@ -201,10 +201,80 @@ fn two_processes_give_the_output_of_one() {
             .sum();
         assert_eq!(output.to_string(), expected.0, "{what}");
         if strategy == "auto" {
-            // Without every key in one process, auto counts keys with AM-Join.
+            // The processes' key samples find the hot keys of Zipf 1.0.
             assert_eq!(metrics["strategy"], "am", "{what}");
+            assert!(
+                metrics["strategy_reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("a sample of every process's keys finds a key"),
+                "{what}: {}",
+                metrics["strategy_reason"]
+            );
         }
     }
+}
+
+/// On keys that no sample finds hot, `auto` in a cluster shuffles rather than pay for AM-Join's
+/// key count; and `--process-metrics` has each process describe itself, `{process}` naming it.
+#[test]
+fn a_cluster_auto_shuffles_uniform_keys_and_each_process_reports_itself() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path();
+    gen(
+        path,
+        "u",
+        &["--rows", "150000", "--keys", "150000", "--skew", "0"],
+    );
+    let join = [
+        "join",
+        "u/left.parquet",
+        "u/right.parquet",
+        "--on",
+        "key",
+        "--strategy",
+        "auto",
+    ];
+    let mut one = join.to_vec();
+    one.extend(["--workers", "2"]);
+    let expected = rows_and_checksum(&skewjoin(path, &one), "one process");
+    let mut cluster = vec!["cluster", "--processes", "2", "--"];
+    cluster.extend(join);
+    cluster.extend([
+        "--workers",
+        "1",
+        "--metrics",
+        "m.json",
+        "--process-metrics",
+        "p{process}.json",
+    ]);
+    let got = rows_and_checksum(&skewjoin(path, &cluster), "two processes");
+    assert_eq!(got, expected);
+    let read = |name: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(path.join(name)).unwrap()).unwrap()
+    };
+    let metrics = read("m.json");
+    assert_eq!(metrics["strategy"], "shuffle", "{metrics}");
+    assert!(
+        metrics["strategy_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("a sample of every process's keys finds no key"),
+        "{}",
+        metrics["strategy_reason"]
+    );
+    let mut rows = 0;
+    for process in 0..2 {
+        let own = read(&format!("p{process}.json"));
+        assert_eq!(own["process"], process, "{own}");
+        assert_eq!(own["processes"], 2, "{own}");
+        rows += own["output_rows"].as_u64().unwrap();
+        let join_cpu = own["join_cpu_seconds"].as_f64().unwrap();
+        let cpu = own["cpu_seconds"].as_f64().unwrap();
+        assert!(join_cpu >= 0.0 && join_cpu <= cpu, "{own}");
+        assert!(own["peak_rss_bytes"].as_u64().unwrap() > 0, "{own}");
+    }
+    assert_eq!(rows.to_string(), expected.0);
 }
 
 /// A cluster writes one part per worker and a manifest; the parts hold exactly the rows of a
