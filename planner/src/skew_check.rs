@@ -225,12 +225,7 @@ impl KeyTally {
     /// Counts one row of `side` with key `key`.
     #[inline]
     pub fn add<K: JoinKey>(&mut self, side: Side, key: &K) {
-        let index = match side {
-            Side::Left => 0,
-            Side::Right => 1,
-        };
-        let row = self.rows[index];
-        self.rows[index] += 1;
+        let (index, row) = next_row(&mut self.rows, side);
         if key.is_null() {
             return;
         }
@@ -424,12 +419,7 @@ impl KeySample {
     /// Sees the next row of `side`, with key `key`.
     #[inline]
     pub fn add<K: JoinKey>(&mut self, side: Side, key: &K) {
-        let index = match side {
-            Side::Left => 0,
-            Side::Right => 1,
-        };
-        let row = self.rows[index];
-        self.rows[index] += 1;
+        let (index, row) = next_row(&mut self.rows, side);
         if mix64(row ^ SAMPLE_SALT[index]) > self.cut[index] {
             return;
         }
@@ -438,6 +428,16 @@ impl KeySample {
             self.hashes.push((key.stable_hash() & !1) | index as u64);
         }
     }
+}
+
+/// The index of `side` (0 left, 1 right) and the number of its row now seen, counting it.
+fn next_row(rows: &mut [u64; 2], side: Side) -> (usize, u64) {
+    let index = match side {
+        Side::Left => 0,
+        Side::Right => 1,
+    };
+    rows[index] += 1;
+    (index, rows[index] - 1)
 }
 
 /// A tally of keys read a row at a time: [`KeyTally`] for one process's skew check, [`KeySample`]

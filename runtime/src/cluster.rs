@@ -56,13 +56,12 @@ use crate::batches::CHUNK_ROWS;
 use crate::cli::JoinArgs;
 use crate::commands::{
     check_metrics_path, check_writable_dir, join_columns, layout, metrics_for, parse_how,
-    refuse_overwrite, with_vprp_flags, write_atomically,
+    refuse_overwrite, tally_stream, with_vprp_flags, write_atomically,
 };
 use crate::engine::{FileSource, KeepBatch, RunReport, StreamSide};
 use crate::error::{Error, Result};
 use crate::io::{
-    check_key_compat, output_schema, take_output, tally_keys, FileFormat, OutputWriter, RowStore,
-    Share,
+    check_key_compat, output_schema, take_output, FileFormat, OutputWriter, RowStore, Share,
 };
 use crate::memory::broadcast_budget;
 use crate::metrics::checksum_hex;
@@ -1193,17 +1192,8 @@ impl ProcessUsage {
 /// check: one pass over the key columns of its shares.
 fn sample_keys(left: &StreamSide, right: &StreamSide) -> Result<KeySample> {
     let mut sample = KeySample::for_rows(left.input.rows, right.input.rows);
-    for (input, side) in [(left, Side::Left), (right, Side::Right)] {
-        for batch in input.input.batches(true)? {
-            tally_keys(
-                &batch?,
-                &input.key_columns,
-                &input.input.path,
-                side,
-                &mut sample,
-            )?;
-        }
-    }
+    tally_stream(left, Side::Left, &mut sample)?;
+    tally_stream(right, Side::Right, &mut sample)?;
     Ok(sample)
 }
 

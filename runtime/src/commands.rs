@@ -11,7 +11,7 @@ use skewjoin_operators::{JoinType, Key, Partitioning, Side};
 use skewjoin_planner::cost::{predict, KeyStats};
 use skewjoin_planner::datagen::pavlo::{generate_pavlo, PavloSpec};
 use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
-use skewjoin_planner::skew_check::{skew_reason, KeyTally, SkewFinding};
+use skewjoin_planner::skew_check::{skew_reason, KeySink, KeyTally, SkewFinding};
 use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
 
 use crate::cli::{DemoArgs, ExplainArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
@@ -241,6 +241,14 @@ fn visit_keys(input: &StreamSide, mut visit: impl FnMut(&Key) -> bool) -> Result
     Ok(())
 }
 
+/// Counts every key of a streamed side in `tally`: one pass over its key columns.
+pub(crate) fn tally_stream(input: &StreamSide, side: Side, tally: &mut impl KeySink) -> Result<()> {
+    for batch in input.input.batches(true)? {
+        tally_keys(&batch?, &input.key_columns, &input.input.path, side, tally)?;
+    }
+    Ok(())
+}
+
 /// `auto`'s skew check over streamed inputs: a pass over the keys of each side, and when a key
 /// is hot, another until it is found (a hot key comes early), to name it.
 fn streamed_skew(
@@ -255,15 +263,7 @@ fn streamed_skew(
     let both = left.input.rows + right.input.rows;
     let tally_side = |input: &StreamSide, side: Side| -> Result<KeyTally> {
         let mut tally = KeyTally::for_join(both, input.input.rows);
-        for batch in input.input.batches(true)? {
-            tally_keys(
-                &batch?,
-                &input.key_columns,
-                &input.input.path,
-                side,
-                &mut tally,
-            )?;
-        }
+        tally_stream(input, side, &mut tally)?;
         Ok(tally)
     };
     let (tally, right_tally) = std::thread::scope(|scope| {
