@@ -16,4 +16,5 @@ $E --machines 2,4,8 --workloads small-large --scale 0.4 --strategies shuffle,aut
 $E --machines 2,4,8 --workloads zipf1.0-noise --scale 2.67 --strategies shuffle,auto,am,tree,vprp --hows full --out "$OUT/zipf1.0-noise"
 $E --machines 16 --workloads zipf1.0 --scale 4 --strategies shuffle,am,auto,tree --runs 1 --out "$OUT/zipf1.0-16"
 $E --machines 20 --workloads pavlo-15,pavlo-35,pavlo-55,pavlo-75,pavlo-95 --strategies shuffle,vprp,vprp-t --out "$OUT/pavlo"
-cat "$OUT"/*/results.md
+$E --merge "$OUT"/zipf1.0 "$OUT"/zipf1.0-16 "$OUT"/zipf0.8 "$OUT"/zipf1.2 "$OUT"/zipf1.2-uniform \
+    "$OUT"/uniform "$OUT"/small-large "$OUT"/zipf1.0-noise "$OUT"/pavlo --out "$OUT/all"
