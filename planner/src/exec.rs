@@ -340,8 +340,6 @@ pub(crate) struct WorkerOutput<S> {
     pub report: StrategyReport,
 }
 
-/// The value of a row that carries only its number and hash.
-#[inline]
 /// Steps `worker` until `probe` is done, parking the thread (after timely's short idle spin)
 /// while it has nothing to do. A worker waiting on others (another process's rows, a busier
 /// worker's output) then costs no CPU: spinning would take it from this process's network
@@ -359,6 +357,8 @@ pub(crate) fn step_until_done(worker: &mut Worker, probe: &ProbeHandle<u32>) {
     }
 }
 
+/// The value of a row that carries only its number and hash.
+#[inline]
 pub(crate) fn row_ref(_: Side, row: u32, hash: u64) -> RowRef {
     (row, hash)
 }

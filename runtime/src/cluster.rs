@@ -667,9 +667,10 @@ fn put_in_place(staged: &Path, target: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The strategy for the cluster-wide facts: `auto` as on one process, except that without every
-/// key on one process it cannot look for skew before the join; where it would shuffle, it runs
-/// AM-Join, which counts keys first and shuffles every key when none is hot.
+/// The strategy for the cluster-wide facts: `auto` as on one process, except that no process
+/// sees every key before the join: where it would shuffle, the skew check runs on every
+/// process's key sample (`facts.skew`), and AM-Join runs where that check says its key count
+/// pays.
 fn cluster_choice(
     strategy: Strategy,
     how: JoinType,
@@ -823,19 +824,12 @@ pub fn join(args: JoinArgs) -> Result<()> {
         output.as_ref(),
         (&left.input.schema, &right.input.schema),
     )?;
-    let facts = ProcessFacts {
+    let mut facts = ProcessFacts {
         left_rows,
         right_rows,
         broadcast_limit: broadcast_budget(args.broadcast_limit, args.memory_limit, threads).rows,
         fingerprint: fingerprint(&fields),
-        key_sample: if strategy == Strategy::Auto {
-            progress.say(&format!(
-                "process {process}: sampling its keys for auto's skew check"
-            ));
-            sample_keys(&left, &right)?
-        } else {
-            KeySample::default()
-        },
+        key_sample: KeySample::default(),
     };
     let timeout = Duration::from_secs(args.cluster.connect_timeout);
     let token = handshake::random_hex(16)
@@ -852,6 +846,14 @@ pub fn join(args: JoinArgs) -> Result<()> {
     progress.say(&format!(
         "process {process}: connected to every process, all started with the same arguments"
     ));
+    // Sampled once connected, so that a slow pass over a large share is not counted against
+    // --connect-timeout by the peers that wait for this process to listen.
+    if strategy == Strategy::Auto {
+        progress.say(&format!(
+            "process {process}: sampling its keys for auto's skew check"
+        ));
+        facts.key_sample = sample_keys(&left, &right)?;
+    }
     let cpu_at_join = ProcessUsage::now();
     let job = StreamJob {
         left_rows,
@@ -1020,9 +1022,14 @@ pub fn join(args: JoinArgs) -> Result<()> {
             cpu_seconds: usage.cpu_seconds,
             peak_rss_bytes: usage.peak_rss_bytes,
         };
-        let text = serde_json::to_string_pretty(&figures)
-            .map_err(|e| Error::Internal(format!("cannot encode process metrics: {e}")))?;
-        write_atomically(path, &(text + "\n"))?;
+        // The join is done and its parts are about to be put in place: a metrics file that
+        // cannot be written is said, not made the run's failure.
+        let written = serde_json::to_string_pretty(&figures)
+            .map_err(|e| Error::Internal(format!("cannot encode process metrics: {e}")))
+            .and_then(|text| write_atomically(path, &(text + "\n")));
+        if let Err(error) = written {
+            eprintln!("skewjoin: warning: process {process}: --process-metrics: {error}");
+        }
     }
     let checksum = output_run
         .summaries
@@ -1414,6 +1421,25 @@ pub fn launch(args: LaunchArgs) -> Result<()> {
             return Err(Error::Usage(format!(
                 "leave {flag} out of the join arguments: skewjoin cluster sets it for each process"
             )));
+        }
+    }
+    // Its processes share this file system: one --process-metrics path would be overwritten by
+    // each in turn.
+    if let Some(position) = args
+        .command
+        .iter()
+        .position(|arg| arg == "--process-metrics" || arg.starts_with("--process-metrics="))
+    {
+        let value = match args.command[position].split_once('=') {
+            Some((_, value)) => Some(value),
+            None => args.command.get(position + 1).map(String::as_str),
+        };
+        if !value.is_some_and(|value| value.contains("{process}")) {
+            return Err(Error::Usage(
+                "--process-metrics: every process of `skewjoin cluster` writes its own file on \
+                 this machine; put {process} in the path (e.g. p{process}.json)"
+                    .into(),
+            ));
         }
     }
     let dir = tempfile::TempDir::new()

@@ -648,4 +648,25 @@ fn bad_cluster_arguments_are_usage_errors() {
         &["cluster", "--processes", "2", "--", "gen", "--out", "x"],
     );
     assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    // One --process-metrics file for processes on one machine would be overwritten by each.
+    let output = skewjoin(
+        path,
+        &[
+            "cluster",
+            "--processes",
+            "2",
+            "--",
+            "join",
+            "d/left.parquet",
+            "d/right.parquet",
+            "--on",
+            "key",
+            "--process-metrics",
+            "p.json",
+        ],
+    );
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("put {process} in the path"), "{stderr}");
+    assert!(!path.join("p.json").exists());
 }
