@@ -38,7 +38,7 @@ use timely::{ExchangeData, WorkerConfig};
 use crate::exec::{run_worker, Feed, JobKind, JoinJob, MemoryFeed, PairSink, RowHomes, RowValue};
 use crate::exec_stream::{RowSource, StreamFeed, StreamJob};
 use crate::report::StrategyReport;
-use crate::skew_check::{sampled_skew, KeySample, Skew};
+use crate::skew_check::{sampled_skew, KeySample, Skew, WorkCosts};
 use crate::strategy::Resolved;
 
 /// How a process connects to the others.
@@ -119,6 +119,8 @@ pub struct ProcessFacts {
     pub fingerprint: u64,
     /// For `auto`, a sample of this process's keys ([`KeySample::for_rows`]); empty otherwise.
     pub key_sample: KeySample,
+    /// How `auto`'s skew check weighs work on this cluster ([`WorkCosts::of_run`]).
+    pub work_costs: WorkCosts,
 }
 
 /// What the whole cluster read, as every worker sees it.
@@ -469,7 +471,7 @@ fn agree(
     let first = heard.first().ok_or("no process sent its facts")?;
     if heard
         .iter()
-        .any(|facts| facts.fingerprint != first.fingerprint)
+        .any(|facts| (facts.fingerprint, facts.work_costs) != (first.fingerprint, first.work_costs))
     {
         return Err(
             "the processes were started with different join arguments; start every process \
@@ -493,7 +495,7 @@ fn agree(
         skew: if sampled {
             let samples: Vec<KeySample> =
                 heard.iter().map(|facts| facts.key_sample.clone()).collect();
-            sampled_skew(&samples, partitions, workers)
+            sampled_skew(&samples, partitions, workers, first.work_costs)
         } else {
             None
         },
@@ -701,6 +703,7 @@ mod tests {
                                 broadcast_limit: u64::MAX,
                                 fingerprint: 1,
                                 key_sample: KeySample::default(),
+                                work_costs: WorkCosts::CLUSTER,
                             };
                             let spec = ClusterSpec {
                                 threads: 2,
@@ -803,6 +806,7 @@ mod tests {
                     broadcast_limit: 10,
                     fingerprint: process as u64,
                     key_sample: KeySample::default(),
+                    work_costs: WorkCosts::CLUSTER,
                 };
                 let spec = ClusterSpec {
                     threads: 1,

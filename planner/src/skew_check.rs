@@ -11,16 +11,20 @@
 //! what sampling saves is counting every row's key in a table: on a uniform 10M x 10M pair,
 //! 0.12 s of merging and counting and 0.06 s of bucketing on two threads.
 //!
+//! Input records and output pairs are not worth the same: [`WorkCosts`] weighs them (and
+//! AM-Join's key count) as measured on one process and on a cluster, with the output counted or
+//! written.
+//!
 //! ```
 //! use skewjoin_operators::Side;
-//! use skewjoin_planner::skew_check::KeyTally;
+//! use skewjoin_planner::skew_check::{KeyTally, WorkCosts};
 //!
 //! // Key 7 on 2,000 of 12,000 rows on both sides: its pairs are most of the output.
 //! let keys: Vec<u64> = (0..10_000).chain(std::iter::repeat(7).take(2_000)).collect();
 //! let mut tally = KeyTally::for_join(24_000, 12_000);
 //! keys.iter().for_each(|key| tally.add(Side::Left, key));
 //! keys.iter().for_each(|key| tally.add(Side::Right, key));
-//! let skew = tally.skew(4, 2).expect("key 7 is hot");
+//! let skew = tally.skew(4, 2, WorkCosts::THREADS).expect("key 7 is hot");
 //! assert!(skew.is_of(&7u64));
 //! assert!(skew.am_pays());
 //! ```
@@ -43,6 +47,78 @@ pub const EXACT_SAMPLES: u64 = 64;
 /// Salts of the two sides' row samples, so that they are drawn independently.
 const SAMPLE_SALT: [u64; 2] = [0x5eed_1ef7_0000_0001, 0x5eed_7167_0000_0002];
 
+/// What `auto`'s skew check weighs work by, in the cost of an input record (reading it, hashing
+/// it, sending it to its worker and indexing it there): an output pair, and AM-Join's key count.
+/// The figures are measured (see BENCHMARKS.md, "How `auto` weighs work"), and differ between
+/// the threads of one process and a cluster, where a record is serialized and sent over a
+/// socket, and between output counted with a checksum and output written to a file.
+///
+/// Integers, so that every process of a cluster computes the same verdict to the last bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct WorkCosts {
+    /// An output pair's cost in 1,024ths of an input record's.
+    pub pair_1024ths: u32,
+    /// AM-Join's key count (and its grid's extra routing), in thousandths of a worker's fair
+    /// share of the input records.
+    pub key_count_per_mille: u32,
+}
+
+impl WorkCosts {
+    /// Threads of one process, output counted: a pair costs 1/256 of an input record (W = 2,
+    /// a uniform 4M x 4M pair took 0.61 s, 153 ns a record on each worker; same-rank Zipf 1.2,
+    /// 150,000 rows a side, 1.1 x 10^9 pairs balanced by AM-Join, 0.37 s, 0.66 ns a pair), and
+    /// AM-Join's key count 0.75 of a fair share (0.44 s more than Shuffle-Join's 0.61 on the
+    /// uniform pair).
+    pub const THREADS: WorkCosts = WorkCosts {
+        pair_1024ths: 4,
+        key_count_per_mille: 750,
+    };
+    /// A cluster, output counted: a pair costs 1/341 of an input record (records cost more,
+    /// serialized and sent: 220 ns of CPU each on emulated machines, pairs 0.65 ns), and AM-Join's
+    /// key count 1.5 fair shares (its processes used 0.3 to 0.5 µs more CPU per input record
+    /// than Shuffle-Join's on every workload of benches/cluster/makespan).
+    pub const CLUSTER: WorkCosts = WorkCosts {
+        pair_1024ths: 3,
+        key_count_per_mille: 1500,
+    };
+
+    /// The costs of a run on `processes` processes, its output written to a file or not.
+    /// Written, a pair is assembled into Arrow columns and encoded, on the worker that produced
+    /// it: 117 ns of CPU for a row of six integer columns to Parquet, about 3/4 of an input
+    /// record on one process and 1/2 on a cluster.
+    pub fn of_run(processes: usize, written: bool) -> WorkCosts {
+        let costs = if processes > 1 {
+            Self::CLUSTER
+        } else {
+            Self::THREADS
+        };
+        if !written {
+            return costs;
+        }
+        WorkCosts {
+            pair_1024ths: if processes > 1 { 512 } else { 768 },
+            ..costs
+        }
+    }
+
+    /// The weight of `records` input records and `pairs` output pairs, in 1,024ths of a record.
+    fn work(&self, records: u64, pairs: u128) -> u128 {
+        u128::from(records) * 1024 + pairs * u128::from(self.pair_1024ths)
+    }
+
+    /// How a pair is weighed, for a reason: "1/256 of an input record".
+    pub fn pair_weight(&self) -> String {
+        let weight = f64::from(self.pair_1024ths) / 1024.0;
+        if weight == 0.0 {
+            "nothing".into()
+        } else if weight >= 0.1 {
+            format!("{weight:.2} of an input record")
+        } else {
+            format!("1/{:.0} of an input record", 1.0 / weight)
+        }
+    }
+}
+
 /// The sampling shift for inputs of `rows` rows in all: 0 (every row) up to [`SAMPLE_ROWS`],
 /// else the least `s` that leaves at most [`SAMPLE_ROWS`] rows in `2^s` sampled.
 pub fn sample_shift(rows: u64) -> u32 {
@@ -54,19 +130,20 @@ pub fn sample_shift(rows: u64) -> u32 {
 }
 
 /// What `auto`'s skew check found on these keys for `partitions` partitions on `workers`
-/// workers (see [`KeyTally::skew`]): `None` when no key is hot enough to look at, else the
-/// hottest key's [`Skew`] described, and whether AM-Join pays.
+/// workers, work weighed by `costs` (see [`KeyTally::skew`]): `None` when no key is hot enough
+/// to look at, else the hottest key's [`Skew`] described, and whether AM-Join pays.
 pub fn skew_reason<K: JoinKey>(
     left: &[K],
     right: &[K],
     partitions: usize,
     workers: usize,
+    costs: WorkCosts,
 ) -> Option<SkewFinding> {
     let rows = (left.len() + right.len()) as u64;
     let mut tally = KeyTally::for_join(rows, rows);
     left.iter().for_each(|key| tally.add(Side::Left, key));
     right.iter().for_each(|key| tally.add(Side::Right, key));
-    let skew = tally.skew(partitions, workers)?;
+    let skew = tally.skew(partitions, workers, costs)?;
     let key = left.iter().chain(right).find(|key| skew.is_of(*key))?;
     Some(skew.finding(key))
 }
@@ -134,14 +211,16 @@ pub struct Skew {
     pub share: f64,
     /// `"output"`, `"left input"` or `"right input"`.
     pub what: &'static str,
-    /// Records Shuffle-Join's busiest worker would receive and produce (input records plus
-    /// inner-join pairs, over the partitions it hosts) beyond the mean of all workers: what
-    /// AM-Join could save it, and so the run.
+    /// The work Shuffle-Join's busiest worker would do beyond the mean of all workers (the
+    /// input records it receives and the inner-join pairs it produces, over the partitions it
+    /// hosts, weighed by `costs`), in input records: what AM-Join could save it, and so the run.
     pub excess: u64,
-    /// What AM-Join's key count costs each worker, in the same records: its fair share of the
-    /// input, as the count reads every key once more and sends every worker's distinct keys to
-    /// their owners.
+    /// What AM-Join's key count costs each worker, in the same records: a share of its fair
+    /// share of the input (`costs`), as the count reads every key once more and sends every
+    /// worker's distinct keys to their owners.
     pub count_cost: u64,
+    /// How the work was weighed.
+    pub costs: WorkCosts,
 }
 
 impl Skew {
@@ -157,31 +236,46 @@ impl Skew {
     ///
     /// Measured on left Zipf 1.2 x right uniform, 10^7 x 10^7 at W = 2: the hottest key is 0.7
     /// fair shares of the output, yet a Shuffle-Join is only 1.10 / 1.24 (input / output,
-    /// max/mean) out of balance and takes 2.5 s, while AM-Join, balanced, takes 4.6 s: its
-    /// count costs about as much as a whole fair share of the input.
+    /// max/mean) out of balance and takes 2.5 s, while AM-Join, balanced, takes 4.6 s. On
+    /// same-rank Zipf 0.8, 5M x 5M on two emulated machines, Shuffle-Join's busiest worker
+    /// makes 1.1 x 10^9 pairs beyond the mean, which weighed like records would pay for the
+    /// count 200 times over; counted, they cost less than it, and Shuffle-Join finishes first
+    /// (3.8 s against 4.7).
     pub fn am_pays(&self) -> bool {
         self.excess > self.count_cost
     }
 
     /// The finding, naming `key`.
     pub fn finding<K: std::fmt::Debug>(&self, key: &K) -> SkewFinding {
-        let hot = format!(
-            "key {key:?} alone is {:.1} fair shares of the {}",
-            self.share, self.what
-        );
+        let hot = format!("key {key:?} alone is {}", self.described());
         let am_pays = self.am_pays();
         let reason = if am_pays {
-            format!(
-                "{hot}: Shuffle-Join's busiest worker would do {} records beyond the mean, more than AM-Join's key count costs it ({})",
-                self.excess, self.count_cost
-            )
+            format!("{hot}: {}", self.verdict())
         } else {
-            format!(
-                "{hot}, but Shuffle-Join's busiest worker would do only {} records beyond the mean, fewer than AM-Join's key count costs it ({})",
-                self.excess, self.count_cost
-            )
+            format!("{hot}, but {}", self.verdict())
         };
         SkewFinding { am_pays, reason }
+    }
+
+    /// "about 3.2 fair shares of the output".
+    pub fn described(&self) -> String {
+        format!("{:.1} fair shares of the {}", self.share, self.what)
+    }
+
+    /// Why AM-Join pays or not, in records of work.
+    pub fn verdict(&self) -> String {
+        let (than, count) = if self.am_pays() {
+            ("more", "costs it")
+        } else {
+            ("less", "would cost it")
+        };
+        format!(
+            "Shuffle-Join's busiest worker would do the work of {} input records beyond the \
+             mean (an output pair weighed as {}), {than} than AM-Join's key count {count} ({})",
+            self.excess,
+            self.costs.pair_weight(),
+            self.count_cost
+        )
     }
 }
 
@@ -268,16 +362,16 @@ impl KeyTally {
 
     /// The key that would give its hash partition the most over half a fair share of the
     /// output (its `n_L x n_R` pairs against `OUT / P`) or of one side's input, if any, with
-    /// the excess load Shuffle-Join's busiest worker (of `workers`, hosting the `partitions`
-    /// partitions) would carry: `auto` runs AM-Join instead of Shuffle-Join when
-    /// [`Skew::am_pays`].
+    /// the excess work Shuffle-Join's busiest worker (of `workers`, hosting the `partitions`
+    /// partitions) would do, weighed by `costs`: `auto` runs AM-Join instead of Shuffle-Join
+    /// when [`Skew::am_pays`].
     ///
     /// The loads are predicted by placing every key's hash where Shuffle-Join would: exactly,
     /// but for the pairs of the keys a sampled tally saw on fewer than [`EXACT_SAMPLES`] rows of
     /// either side, which are estimated. NULL keys are left out: Shuffle-Join drops them or
     /// spreads them evenly, which moves the mean and the maximum alike.
-    pub fn skew(&self, partitions: usize, workers: usize) -> Option<Skew> {
-        self.skew_on_threads(partitions, workers, 1)
+    pub fn skew(&self, partitions: usize, workers: usize, costs: WorkCosts) -> Option<Skew> {
+        self.skew_on_threads(partitions, workers, costs, 1)
     }
 
     /// [`skew`](Self::skew), counted on `threads` threads (scoped; none are spawned when
@@ -286,6 +380,7 @@ impl KeyTally {
         &self,
         partitions: usize,
         workers: usize,
+        costs: WorkCosts,
         threads: usize,
     ) -> Option<Skew> {
         let placement = Partitioning::new(partitions.max(1), workers.max(1));
@@ -296,12 +391,12 @@ impl KeyTally {
             .collect();
         let mut all = BucketCounts::new(placement.partitions());
         for counts in on_threads(runs, |run| {
-            BucketCounts::of(self, run, &placement, self.shift)
+            BucketCounts::of(self, run, &placement, self.shift, costs)
         }) {
             all.add(counts);
         }
         if self.shift > 0 {
-            all.count_exactly(self, &placement, threads);
+            all.count_exactly(self, &placement, threads, costs);
         }
         let BucketCounts {
             output,
@@ -309,19 +404,21 @@ impl KeyTally {
             loads,
             ..
         } = all;
-        skew_from(&placement, &loads, output, &most, self.rows)
+        skew_from(&placement, &loads, output, &most, self.rows, costs)
     }
 }
 
 /// The skew check's verdict from Shuffle-Join's predicted loads: each partition's input records
-/// plus output pairs (`loads`), the inner-join pairs in all, the keys with the most pairs, left
-/// rows and right rows (`most`, as (count, hash)), and each side's rows.
+/// and output pairs weighed by `costs` (`loads`, in 1,024ths of a record), the inner-join pairs
+/// in all, the keys with the most pairs, left rows and right rows (`most`, as (count, hash)),
+/// and each side's rows.
 fn skew_from(
     placement: &Partitioning,
     loads: &[u128],
     output: u128,
     most: &[(u64, u64); 3],
     rows: [u64; 2],
+    costs: WorkCosts,
 ) -> Option<Skew> {
     let mut worker_loads = vec![0u128; placement.workers()];
     for (partition, load) in loads.iter().enumerate() {
@@ -329,8 +426,12 @@ fn skew_from(
     }
     let total: u128 = worker_loads.iter().sum();
     let busiest = worker_loads.iter().copied().max().unwrap_or(0);
-    let excess = (busiest - total / worker_loads.len() as u128).min(u64::MAX as u128) as u64;
-    let count_cost = (rows[0] + rows[1]) / worker_loads.len() as u64;
+    // Rounded up: with pairs weighed like records, the excess over the mean of whole records.
+    let excess = (busiest - total / worker_loads.len() as u128)
+        .div_ceil(1024)
+        .min(u64::MAX as u128) as u64;
+    let fair_share = u128::from(rows[0] + rows[1]) / worker_loads.len() as u128;
+    let count_cost = (fair_share * u128::from(costs.key_count_per_mille) / 1000) as u64;
     let partitions = placement.partitions().max(1) as f64;
     let fair = [
         (output as f64 / partitions).max(1.0),
@@ -346,6 +447,7 @@ fn skew_from(
             what,
             excess,
             count_cost,
+            costs,
         })
         .filter(|skew| skew.share > 0.5)
         .reduce(|worst, skew| {
@@ -371,7 +473,7 @@ pub const CLUSTER_SAMPLE_ROWS: u64 = 4096;
 ///
 /// ```
 /// use skewjoin_operators::Side;
-/// use skewjoin_planner::skew_check::{sampled_skew, KeySample};
+/// use skewjoin_planner::skew_check::{sampled_skew, KeySample, WorkCosts};
 ///
 /// // Two processes; key 7 is on a sixth of each one's rows on both sides.
 /// let samples: Vec<KeySample> = (0..2u64)
@@ -385,7 +487,7 @@ pub const CLUSTER_SAMPLE_ROWS: u64 = 4096;
 ///         sample
 ///     })
 ///     .collect();
-/// let skew = sampled_skew(&samples, 4, 4).expect("key 7 is hot");
+/// let skew = sampled_skew(&samples, 4, 4, WorkCosts::CLUSTER).expect("key 7 is hot");
 /// assert!(skew.is_of(&7u64) && skew.am_pays());
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -472,9 +574,15 @@ pub const PLACED_SAMPLES: [u32; 2] = [8, 3];
 /// sampled row stands for its process's rows of that side over the rows it sampled, and every
 /// key's rows are estimated from its sampled rows. The keys sampled often enough
 /// ([`PLACED_SAMPLES`]) are placed where Shuffle-Join would put them and the rest spread evenly;
-/// the verdict is [`KeyTally::skew`]'s on those loads. The estimates are summed in one order
-/// whatever order the samples came in, so every worker of the cluster reaches the same verdict.
-pub fn sampled_skew(samples: &[KeySample], partitions: usize, workers: usize) -> Option<Skew> {
+/// the verdict is [`KeyTally::skew`]'s on those loads, weighed by `costs`. The estimates are
+/// summed in one order whatever order the samples came in, so every worker of the cluster
+/// reaches the same verdict.
+pub fn sampled_skew(
+    samples: &[KeySample],
+    partitions: usize,
+    workers: usize,
+    costs: WorkCosts,
+) -> Option<Skew> {
     let placement = Partitioning::new(partitions.max(1), workers.max(1));
     let mut ordered: Vec<&KeySample> = samples.iter().collect();
     ordered.sort();
@@ -505,7 +613,7 @@ pub fn sampled_skew(samples: &[KeySample], partitions: usize, workers: usize) ->
     for (hash, ([l, r], [sampled_l, sampled_r])) in keys {
         let (l, r) = (l.round() as u64, r.round() as u64);
         let pairs = u128::from(l) * u128::from(r);
-        let load = pairs + u128::from(l) + u128::from(r);
+        let load = costs.work(l + r, pairs);
         output += pairs;
         let [one_side, both_sides] = PLACED_SAMPLES;
         if sampled_l.max(sampled_r) >= one_side || sampled_l.min(sampled_r) >= both_sides {
@@ -520,7 +628,7 @@ pub fn sampled_skew(samples: &[KeySample], partitions: usize, workers: usize) ->
     }
     let each = spread / loads.len() as u128;
     loads.iter_mut().for_each(|load| *load += each);
-    skew_from(&placement, &loads, output, &most, rows)
+    skew_from(&placement, &loads, output, &most, rows, costs)
 }
 
 /// Keeps each of `candidates` that beats the one kept in `most`; ties keep the earlier, so
@@ -563,7 +671,8 @@ struct BucketCounts {
     /// most pairs has the largest share of the output whatever OUT is, and likewise for each
     /// side's rows: three candidates, kept while counting.
     most: [(u64, u64); 3],
-    /// Each partition's input records plus output pairs under Shuffle-Join.
+    /// Each partition's input records and output pairs under Shuffle-Join, weighed (in
+    /// 1,024ths of a record, [`WorkCosts::work`]).
     loads: Vec<u128>,
     /// With sampling, the keys to count exactly (hashes, lowest bit cleared), in bucket order.
     exact: Vec<u64>,
@@ -588,6 +697,7 @@ impl BucketCounts {
         buckets: std::ops::Range<usize>,
         placement: &Partitioning,
         shift: u32,
+        costs: WorkCosts,
     ) -> Self {
         let mut this = BucketCounts::new(placement.partitions());
         let mut counts: rustc_hash::FxHashMap<u64, [u64; 2]> = Default::default();
@@ -603,11 +713,11 @@ impl BucketCounts {
                 }
                 let (l, r) = (l << shift, r << shift);
                 let partition = placement.partition_of_hash(hash) as usize;
-                this.output += u128::from(l) * u128::from(r);
-                this.loads[partition] += u128::from(l) * u128::from(r);
-                if shift == 0 {
-                    this.loads[partition] += u128::from(l + r);
-                }
+                let pairs = u128::from(l) * u128::from(r);
+                this.output += pairs;
+                // Sampled, the inputs are counted exactly later.
+                let records = if shift == 0 { l + r } else { 0 };
+                this.loads[partition] += costs.work(records, pairs);
                 this.keep_most(&[(l.saturating_mul(r), hash), (l, hash), (r, hash)]);
             }
         }
@@ -616,7 +726,13 @@ impl BucketCounts {
 
     /// The exact pass of a sampled tally: every partition's input, and both sides' rows of the
     /// keys set aside, from the hashes kept in read order.
-    fn count_exactly(&mut self, tally: &KeyTally, placement: &Partitioning, threads: usize) {
+    fn count_exactly(
+        &mut self,
+        tally: &KeyTally,
+        placement: &Partitioning,
+        threads: usize,
+        costs: WorkCosts,
+    ) {
         let exact: rustc_hash::FxHashMap<u64, usize> = self
             .exact
             .iter()
@@ -669,7 +785,7 @@ impl BucketCounts {
         let mut rows = vec![[0u64; 2]; self.exact.len()];
         for (inputs, counted_rows) in counted {
             for (load, input) in self.loads.iter_mut().zip(inputs) {
-                *load += u128::from(input);
+                *load += costs.work(input, 0);
             }
             for (total, [l, r]) in rows.iter_mut().zip(counted_rows) {
                 total[0] += l;
@@ -680,7 +796,7 @@ impl BucketCounts {
         for (&hash, [l, r]) in exact.iter().zip(rows) {
             let pairs = u128::from(l) * u128::from(r);
             self.output += pairs;
-            self.loads[placement.partition_of_hash(hash) as usize] += pairs;
+            self.loads[placement.partition_of_hash(hash) as usize] += costs.work(0, pairs);
             self.keep_most(&[(l.saturating_mul(r), hash), (l, hash), (r, hash)]);
         }
     }
@@ -713,6 +829,13 @@ fn filter_bit(hash: u64) -> usize {
 mod tests {
     use super::*;
 
+    /// Work weighed as records and pairs alike, with AM-Join's key count a whole fair share: the
+    /// loads brute force predicts.
+    const UNIT: WorkCosts = WorkCosts {
+        pair_1024ths: 1024,
+        key_count_per_mille: 1000,
+    };
+
     /// The samples of `processes` processes, each holding `rows` rows a side: keys spread over
     /// `distinct` values, and `hot` more rows a side of key 7 on each process.
     fn samples(processes: u64, rows: u64, distinct: u64, hot: u64) -> Vec<KeySample> {
@@ -736,14 +859,26 @@ mod tests {
             // Uniform: no key is worth AM-Join's count, at any cluster size.
             let uniform = samples(processes, 200_000, 200_000 * processes, 0);
             assert!(
-                sampled_skew(&uniform, processes as usize, processes as usize)
-                    .is_none_or(|skew| !skew.am_pays()),
+                sampled_skew(
+                    &uniform,
+                    processes as usize,
+                    processes as usize,
+                    WorkCosts::CLUSTER
+                )
+                .is_none_or(|skew| !skew.am_pays()),
                 "{processes} processes"
             );
-            // Key 7 on 2 % of the rows on both sides: its pairs are most of the output.
-            let hot = samples(processes, 200_000, 200_000 * processes, 4_000);
-            let skew =
-                sampled_skew(&hot, processes as usize, processes as usize).expect("key 7 is hot");
+            // Key 7 on a fifth of the rows on both sides: its pairs are most of the output, and
+            // weigh more than every input record (at 2 %, a counted pair weighing 1/341 of a
+            // record, they would not: balancing them would cost more than it saves).
+            let hot = samples(processes, 200_000, 200_000 * processes, 50_000);
+            let skew = sampled_skew(
+                &hot,
+                processes as usize,
+                processes as usize,
+                WorkCosts::CLUSTER,
+            )
+            .expect("key 7 is hot");
             assert!(skew.is_of(&7u64) && skew.am_pays(), "{processes}: {skew:?}");
         }
     }
@@ -777,7 +912,7 @@ mod tests {
                     })
                 })
                 .collect();
-            let verdict = sampled_skew(&heard, 16, 16);
+            let verdict = sampled_skew(&heard, 16, 16, WorkCosts::CLUSTER);
             assert!(
                 verdict.is_none_or(|skew| !skew.am_pays()),
                 "seed {seed}: {verdict:?}"
@@ -793,7 +928,7 @@ mod tests {
                     })
                 })
                 .collect();
-            let skew = sampled_skew(&hot, 16, 16).expect("key 7 is hot");
+            let skew = sampled_skew(&hot, 16, 16, WorkCosts::CLUSTER).expect("key 7 is hot");
             assert!(skew.is_of(&7u64) && skew.am_pays(), "seed {seed}: {skew:?}");
         }
     }
@@ -801,20 +936,23 @@ mod tests {
     #[test]
     fn every_order_of_the_samples_gives_the_same_verdict() {
         let mut heard = samples(4, 50_000, 100_000, 700);
-        let first = sampled_skew(&heard, 8, 4);
+        let first = sampled_skew(&heard, 8, 4, WorkCosts::CLUSTER);
         heard.reverse();
-        assert_eq!(sampled_skew(&heard, 8, 4), first);
+        assert_eq!(sampled_skew(&heard, 8, 4, WorkCosts::CLUSTER), first);
         heard.swap(0, 2);
-        assert_eq!(sampled_skew(&heard, 8, 4), first);
+        assert_eq!(sampled_skew(&heard, 8, 4, WorkCosts::CLUSTER), first);
     }
 
     #[test]
     fn skew_is_seen_in_the_counts() {
         let uniform: Vec<u64> = (0..1000).collect();
-        assert_eq!(skew_reason(&uniform, &uniform, 8, 8), None);
+        assert_eq!(
+            skew_reason(&uniform, &uniform, 8, 8, WorkCosts::THREADS),
+            None
+        );
         let mut hot = uniform.clone();
         hot.extend([7u64; 200]);
-        let finding = skew_reason(&hot, &hot, 8, 8).unwrap();
+        let finding = skew_reason(&hot, &hot, 8, 8, WorkCosts::THREADS).unwrap();
         assert!(finding.reason.contains("key 7"), "{}", finding.reason);
         assert!(finding.am_pays, "{}", finding.reason);
     }
@@ -824,17 +962,41 @@ mod tests {
     /// they host, and on eight by more.
     #[test]
     fn a_one_sided_hot_key_pays_for_am_join_only_over_many_workers() {
-        // Left: key 7 on 1,800 rows, 8,200 rows of distinct keys; right: 10,000 distinct keys.
-        let mut left: Vec<u64> = vec![7; 1800];
-        left.extend((0..8200).map(|i| 20_000 + i * 11));
+        // Left: key 7 on 3,000 rows, 7,000 rows of distinct keys; right: 10,000 distinct keys.
+        let mut left: Vec<u64> = vec![7; 3000];
+        left.extend((0..7000).map(|i| 20_000 + i * 11));
         let right: Vec<u64> = (0..10_000).collect();
-        let two = skew_reason(&left, &right, 2, 2).unwrap();
+        let two = skew_reason(&left, &right, 2, 2, WorkCosts::THREADS).unwrap();
         assert!(two.reason.contains("key 7"), "{}", two.reason);
         assert!(!two.am_pays, "{}", two.reason);
-        let two_of_eight = skew_reason(&left, &right, 8, 2).unwrap();
+        let two_of_eight = skew_reason(&left, &right, 8, 2, WorkCosts::THREADS).unwrap();
         assert!(!two_of_eight.am_pays, "{}", two_of_eight.reason);
-        let eight = skew_reason(&left, &right, 8, 8).unwrap();
+        let eight = skew_reason(&left, &right, 8, 8, WorkCosts::THREADS).unwrap();
         assert!(eight.am_pays, "{}", eight.reason);
+    }
+
+    /// A key on 2,000 of 102,000 rows of both sides, on two workers: its 4 x 10^6 pairs put
+    /// 2 x 10^6 more on one worker than the mean. Counted, a pair costs 1/256 of an input
+    /// record, and balancing them is not worth AM-Join's key count (0.75 of a worker's 102,000
+    /// records); written, a pair costs 3/4 of a record, and it is, as it is on a cluster with
+    /// the output written. Weighed like records (as `auto` did), the counted pairs would pay.
+    #[test]
+    fn output_pairs_weigh_what_the_run_does_with_them() {
+        let keys: Vec<u64> = (0..100_000).chain(std::iter::repeat_n(7, 2_000)).collect();
+        let verdict = |costs| skew_reason(&keys, &keys, 2, 2, costs).expect("key 7 is hot");
+        let counted = verdict(WorkCosts::of_run(1, false));
+        assert!(!counted.am_pays, "{}", counted.reason);
+        assert!(
+            counted.reason.contains("1/256 of an input record"),
+            "{}",
+            counted.reason
+        );
+        for (processes, written) in [(1, true), (2, true)] {
+            let found = verdict(WorkCosts::of_run(processes, written));
+            assert!(found.am_pays, "{processes}: {}", found.reason);
+        }
+        assert!(verdict(UNIT).am_pays);
+        assert!(!verdict(WorkCosts::of_run(2, false)).am_pays);
     }
 
     /// The largest share any key has of the output or of one side's input, by brute force.
@@ -900,9 +1062,9 @@ mod tests {
             right.iter().for_each(|key| right_tally.add(Side::Right, key));
             tally.merge(right_tally);
             let expected = largest_share(&left, &right, partitions);
-            let skew = tally.skew_on_threads(partitions, workers, threads);
+            let skew = tally.skew_on_threads(partitions, workers, UNIT, threads);
             // Counted in runs of buckets on several threads, as in one pass.
-            proptest::prop_assert_eq!(skew, tally.skew(partitions, workers));
+            proptest::prop_assert_eq!(skew, tally.skew(partitions, workers, UNIT));
             match skew {
                 Some(skew) => {
                     proptest::prop_assert!((skew.share - expected).abs() < 1e-9, "{:?} {}", skew, expected);
@@ -983,8 +1145,10 @@ mod tests {
         for (name, left_key, right_key) in cases {
             let (left, right) = (side(1, left_key), side(2, right_key));
             for (partitions, workers) in [(2, 2), (8, 2), (8, 8)] {
-                let exact = tally_at(0, &left, &right).skew_on_threads(partitions, workers, 2);
-                let sampled = tally_at(4, &left, &right).skew_on_threads(partitions, workers, 2);
+                let exact =
+                    tally_at(0, &left, &right).skew_on_threads(partitions, workers, UNIT, 2);
+                let sampled =
+                    tally_at(4, &left, &right).skew_on_threads(partitions, workers, UNIT, 2);
                 let case = format!("{name}, P = {partitions}, W = {workers}");
                 match (exact, sampled) {
                     (None, None) => assert_eq!(name, "uniform", "{case}"),

@@ -49,7 +49,7 @@ use skewjoin_planner::exec_cluster::{
     execute_cluster_stream, ClusterFacts, ClusterSpec, Network, ProcessFacts,
 };
 use skewjoin_planner::exec_stream::StreamJob;
-use skewjoin_planner::skew_check::KeySample;
+use skewjoin_planner::skew_check::{KeySample, WorkCosts};
 use skewjoin_planner::strategy::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
 
 use crate::batches::CHUNK_ROWS;
@@ -692,19 +692,17 @@ fn cluster_choice(
             Some(skew) if skew.am_pays() => {
                 choice = choose(Strategy::Am, &inputs)?;
                 choice.reason = format!(
-                    "a sample of every process's keys finds a key of about {:.1} fair shares of \
-                     the {}: Shuffle-Join's busiest worker would do about {} records beyond the \
-                     mean, more than AM-Join's key count costs it ({}); AM-Join counts the keys \
-                     exactly, splits the hot ones and shuffles the rest",
-                    skew.share, skew.what, skew.excess, skew.count_cost
+                    "a sample of every process's keys finds a key of about {}: {}; AM-Join \
+                     counts the keys exactly, splits the hot ones and shuffles the rest",
+                    skew.described(),
+                    skew.verdict()
                 );
             }
             Some(skew) => {
                 choice.reason = format!(
-                    "a sample of every process's keys finds a key of about {:.1} fair shares of \
-                     the {}, but Shuffle-Join's busiest worker would do only about {} records \
-                     beyond the mean, fewer than AM-Join's key count would cost it ({})",
-                    skew.share, skew.what, skew.excess, skew.count_cost
+                    "a sample of every process's keys finds a key of about {}, but {}",
+                    skew.described(),
+                    skew.verdict()
                 );
             }
             None => {
@@ -830,6 +828,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
         broadcast_limit: broadcast_budget(args.broadcast_limit, args.memory_limit, threads).rows,
         fingerprint: fingerprint(&fields),
         key_sample: KeySample::default(),
+        work_costs: WorkCosts::of_run(processes, args.output.is_some()),
     };
     let timeout = Duration::from_secs(args.cluster.connect_timeout);
     let token = handshake::random_hex(16)

@@ -11,7 +11,7 @@ use skewjoin_operators::{JoinType, Key, Partitioning, Side};
 use skewjoin_planner::cost::{predict, KeyStats};
 use skewjoin_planner::datagen::pavlo::{generate_pavlo, PavloSpec};
 use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
-use skewjoin_planner::skew_check::{skew_reason, KeySink, KeyTally, SkewFinding};
+use skewjoin_planner::skew_check::{skew_reason, KeySink, KeyTally, SkewFinding, WorkCosts};
 use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
 
 use crate::cli::{DemoArgs, ExplainArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
@@ -256,6 +256,7 @@ fn streamed_skew(
     right: &StreamSide,
     partitions: usize,
     workers: usize,
+    costs: WorkCosts,
 ) -> Result<Option<SkewFinding>> {
     // The two sides are read at once, one on another thread: reading and hashing the keys is
     // most of the check's time.
@@ -277,7 +278,7 @@ fn streamed_skew(
     let mut tally = tally?;
     tally.merge(right_tally?);
     // Counted on as many threads as the join will run.
-    let Some(skew) = tally.skew_on_threads(partitions, workers, workers) else {
+    let Some(skew) = tally.skew_on_threads(partitions, workers, costs, workers) else {
         return Ok(None);
     };
     let mut found = None;
@@ -392,14 +393,16 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
     choice = with_vprp_flags(choice, &args.run)?;
     // auto: with a hash partitioning made uneven by a hot key, AM-Join instead of Shuffle-Join.
     if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
+        // Written, an output pair costs nearly what an input record does; counted, little.
+        let costs = WorkCosts::of_run(1, output_format.is_some());
         let skew = match &inputs {
             Inputs::Loaded(left, right) => {
-                skew_reason(&left.keys, &right.keys, partitions, workers)
+                skew_reason(&left.keys, &right.keys, partitions, workers, costs)
             }
             Inputs::Streamed(left, right) => {
                 progress.say("reading the keys to check them for skew");
                 let keys_start = Instant::now();
-                let skew = streamed_skew(left, right, partitions, workers)?;
+                let skew = streamed_skew(left, right, partitions, workers, costs)?;
                 read_seconds += keys_start.elapsed().as_secs_f64();
                 skew
             }

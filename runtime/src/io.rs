@@ -2487,7 +2487,7 @@ pub fn write_table(path: &Path, format: FileFormat, batch: &RecordBatch) -> Resu
 mod tests {
     use super::*;
     use arrow::array::{BooleanArray, Float64Array, Int32Array, UInt64Array};
-    use skewjoin_planner::skew_check::KeyTally;
+    use skewjoin_planner::skew_check::{KeyTally, WorkCosts};
     use tempfile::TempDir;
 
     const ALL_FORMATS: [(FileFormat, &str); 3] = [
@@ -2996,9 +2996,9 @@ mod tests {
                     by_key.add(side, &key);
                 }
             }
-            let found = fast.skew(4, 2);
+            let found = fast.skew(4, 2, WorkCosts::THREADS);
             assert!(found.is_some(), "{columns:?}: key 3 is hot");
-            assert_eq!(found, by_key.skew(4, 2), "{columns:?}");
+            assert_eq!(found, by_key.skew(4, 2, WorkCosts::THREADS), "{columns:?}");
         }
     }
 
