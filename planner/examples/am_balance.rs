@@ -11,6 +11,7 @@ use std::sync::Arc;
 use skewjoin_operators::JoinType;
 use skewjoin_planner::datagen::{generate, GenSpec};
 use skewjoin_planner::exec::{execute, JoinJob, PairSink, RowRef};
+use skewjoin_planner::work_costs::WorkCosts;
 use skewjoin_planner::{choose, PlanInputs, Strategy};
 
 /// Counts output rows (there are hundreds of millions).
@@ -61,6 +62,7 @@ fn main() {
                     right_rows: rows,
                     workers: 2,
                     broadcast_limit: 0,
+                    costs: WorkCosts::THREADS,
                 };
                 let job = JoinJob {
                     left: data.left.key.clone().into(),

@@ -26,6 +26,7 @@ use skewjoin_operators::JoinType;
 use skewjoin_planner::datagen::{generate, GenSpec, GeneratedPair, JoinCounts};
 use skewjoin_planner::exec::{execute, JoinJob, PairSink, RowRef};
 use skewjoin_planner::strategy::VprpSettings;
+use skewjoin_planner::work_costs::WorkCosts;
 use skewjoin_planner::{choose, PlanInputs, Resolved, Strategy};
 
 const WORKERS: usize = 2;
@@ -68,6 +69,7 @@ fn run(strategy: Strategy, left: &[i64], right: &[i64], partitions: usize) -> Me
         right_rows: right.len() as u64,
         workers: WORKERS,
         broadcast_limit: 0,
+        costs: WorkCosts::THREADS,
     };
     let resolved = choose(strategy, &inputs)
         .expect("every strategy computes inner")

@@ -38,8 +38,9 @@ use timely::{ExchangeData, WorkerConfig};
 use crate::exec::{run_worker, Feed, JobKind, JoinJob, MemoryFeed, PairSink, RowHomes, RowValue};
 use crate::exec_stream::{RowSource, StreamFeed, StreamJob};
 use crate::report::StrategyReport;
-use crate::skew_check::{sampled_skew, KeySample, Skew, WorkCosts};
+use crate::skew_check::{sampled_skew, KeySample, Skew};
 use crate::strategy::Resolved;
+use crate::work_costs::WorkCosts;
 
 /// How a process connects to the others.
 #[derive(Debug)]
@@ -137,6 +138,8 @@ pub struct ClusterFacts {
     /// What the skew check found on every process's key sample ([`sampled_skew`]) for the
     /// cluster's partitions and workers: the hottest key's predicted load, if any key is hot.
     pub skew: Option<Skew>,
+    /// How work is weighed on this cluster, as every process sent it.
+    pub work_costs: WorkCosts,
 }
 
 /// What a cluster run produced, as this process sees it.
@@ -492,6 +495,7 @@ fn agree(
             .min()
             .unwrap_or(0),
         sampled,
+        work_costs: first.work_costs,
         skew: if sampled {
             let samples: Vec<KeySample> =
                 heard.iter().map(|facts| facts.key_sample.clone()).collect();
@@ -577,6 +581,7 @@ mod tests {
                     right_rows: facts.right_rows,
                     workers: 4,
                     broadcast_limit: facts.broadcast_limit,
+                    costs: WorkCosts::CLUSTER,
                 },
             )
             .map(|choice| choice.resolved)

@@ -124,6 +124,7 @@ mod tests {
     use crate::exec::execute;
     use crate::row_hash::table_row_hashes;
     use crate::strategy::{choose, PlanInputs, Strategy};
+    use crate::work_costs::WorkCosts;
 
     /// The job of running `strategy` on the data of `spec`, or `None` when the strategy cannot
     /// compute this join type.
@@ -148,6 +149,7 @@ mod tests {
                 } else {
                     u64::MAX
                 },
+                costs: WorkCosts::THREADS,
             },
         )
         .ok()?

@@ -49,6 +49,7 @@ use crate::report::Observers;
 use crate::strategy::{
     broadcast_side, choose, smaller_side, PlanInputs, Resolved, Strategy, Tuning,
 };
+use crate::work_costs::WorkCosts;
 
 /// The broadcast budget, in rows, `auto` assumes when the builder is told the input sizes but no
 /// budget: a side of up to this many rows may be copied to every worker.
@@ -220,6 +221,9 @@ where
                     right_rows,
                     workers,
                     broadcast_limit: self.broadcast_rows,
+                    // A dataflow's workers are threads of one process or of several; the
+                    // embedder's sizes are what is known, so the one-process costs.
+                    costs: WorkCosts::THREADS,
                 };
                 match strategy {
                     Strategy::Broadcast => Resolved::Broadcast {

@@ -30,6 +30,7 @@ pub mod row_hash;
 pub mod skew_check;
 pub mod strategy;
 pub mod vprp;
+pub mod work_costs;
 
 pub use am_join::{AmParams, AmPlan, AmPlanning};
 pub use join::{JoinBuilder, SkewJoin};

@@ -17,7 +17,8 @@
 //!
 //! ```
 //! use skewjoin_operators::Side;
-//! use skewjoin_planner::skew_check::{KeyTally, WorkCosts};
+//! use skewjoin_planner::skew_check::KeyTally;
+//! use skewjoin_planner::work_costs::WorkCosts;
 //!
 //! // Key 7 on 2,000 of 12,000 rows on both sides: its pairs are most of the output.
 //! let keys: Vec<u64> = (0..10_000).chain(std::iter::repeat(7).take(2_000)).collect();
@@ -33,6 +34,8 @@ use serde::{Deserialize, Serialize};
 use skewjoin_operators::hash::mix64;
 use skewjoin_operators::{JoinKey, Partitioning, Side};
 
+use crate::work_costs::WorkCosts;
+
 /// Buckets of a [`KeyTally`], by the top byte of a key's hash.
 const TALLY_BUCKETS: usize = 256;
 
@@ -46,78 +49,6 @@ pub const EXACT_SAMPLES: u64 = 64;
 
 /// Salts of the two sides' row samples, so that they are drawn independently.
 const SAMPLE_SALT: [u64; 2] = [0x5eed_1ef7_0000_0001, 0x5eed_7167_0000_0002];
-
-/// What `auto`'s skew check weighs work by, in the cost of an input record (reading it, hashing
-/// it, sending it to its worker and indexing it there): an output pair, and AM-Join's key count.
-/// The figures are measured (see BENCHMARKS.md, "How `auto` weighs work"), and differ between
-/// the threads of one process and a cluster, where a record is serialized and sent over a
-/// socket, and between output counted with a checksum and output written to a file.
-///
-/// Integers, so that every process of a cluster computes the same verdict to the last bit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct WorkCosts {
-    /// An output pair's cost in 1,024ths of an input record's.
-    pub pair_1024ths: u32,
-    /// AM-Join's key count (and its grid's extra routing), in thousandths of a worker's fair
-    /// share of the input records.
-    pub key_count_per_mille: u32,
-}
-
-impl WorkCosts {
-    /// Threads of one process, output counted: a pair costs 1/256 of an input record (W = 2,
-    /// a uniform 4M x 4M pair took 0.61 s, 153 ns a record on each worker; same-rank Zipf 1.2,
-    /// 150,000 rows a side, 1.1 x 10^9 pairs balanced by AM-Join, 0.37 s, 0.66 ns a pair), and
-    /// AM-Join's key count 0.75 of a fair share (0.44 s more than Shuffle-Join's 0.61 on the
-    /// uniform pair).
-    pub const THREADS: WorkCosts = WorkCosts {
-        pair_1024ths: 4,
-        key_count_per_mille: 750,
-    };
-    /// A cluster, output counted: a pair costs 1/341 of an input record (records cost more,
-    /// serialized and sent: 220 ns of CPU each on emulated machines, pairs 0.65 ns), and AM-Join's
-    /// key count 1.5 fair shares (its processes used 0.3 to 0.5 µs more CPU per input record
-    /// than Shuffle-Join's on every workload of benches/cluster/makespan).
-    pub const CLUSTER: WorkCosts = WorkCosts {
-        pair_1024ths: 3,
-        key_count_per_mille: 1500,
-    };
-
-    /// The costs of a run on `processes` processes, its output written to a file or not.
-    /// Written, a pair is assembled into Arrow columns and encoded, on the worker that produced
-    /// it: 117 ns of CPU for a row of six integer columns to Parquet, about 3/4 of an input
-    /// record on one process and 1/2 on a cluster.
-    pub fn of_run(processes: usize, written: bool) -> WorkCosts {
-        let costs = if processes > 1 {
-            Self::CLUSTER
-        } else {
-            Self::THREADS
-        };
-        if !written {
-            return costs;
-        }
-        WorkCosts {
-            pair_1024ths: if processes > 1 { 512 } else { 768 },
-            ..costs
-        }
-    }
-
-    /// The weight of `records` input records and `pairs` output pairs, in 1,024ths of a record.
-    fn work(&self, records: u64, pairs: u128) -> u128 {
-        u128::from(records) * 1024 + pairs * u128::from(self.pair_1024ths)
-    }
-
-    /// How a pair is weighed, for a reason: "1/256 of an input record".
-    pub fn pair_weight(&self) -> String {
-        let weight = f64::from(self.pair_1024ths) / 1024.0;
-        if weight == 0.0 {
-            "nothing".into()
-        } else if weight >= 0.1 {
-            format!("{weight:.2} of an input record")
-        } else {
-            format!("1/{:.0} of an input record", 1.0 / weight)
-        }
-    }
-}
 
 /// The sampling shift for inputs of `rows` rows in all: 0 (every row) up to [`SAMPLE_ROWS`],
 /// else the least `s` that leaves at most [`SAMPLE_ROWS`] rows in `2^s` sampled.
@@ -473,7 +404,8 @@ pub const CLUSTER_SAMPLE_ROWS: u64 = 4096;
 ///
 /// ```
 /// use skewjoin_operators::Side;
-/// use skewjoin_planner::skew_check::{sampled_skew, KeySample, WorkCosts};
+/// use skewjoin_planner::skew_check::{sampled_skew, KeySample};
+/// use skewjoin_planner::work_costs::WorkCosts;
 ///
 /// // Two processes; key 7 is on a sixth of each one's rows on both sides.
 /// let samples: Vec<KeySample> = (0..2u64)
@@ -834,6 +766,7 @@ mod tests {
     const UNIT: WorkCosts = WorkCosts {
         pair_1024ths: 1024,
         key_count_per_mille: 1000,
+        ..WorkCosts::THREADS
     };
 
     /// The samples of `processes` processes, each holding `rows` rows a side: keys spread over

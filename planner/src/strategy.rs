@@ -9,6 +9,7 @@ use skewjoin_operators::tree_join::TreeParams;
 use skewjoin_operators::{JoinType, Side};
 
 use crate::am_join::{AmParams, Statistics};
+use crate::work_costs::WorkCosts;
 
 /// A strategy as named on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -305,6 +306,8 @@ pub struct PlanInputs {
     /// AM-Join broadcast a side only when its row count is within it. The runtime derives a
     /// default from the machine's memory with [`broadcast_limit_for_memory`].
     pub broadcast_limit: u64,
+    /// What work costs on the machines the join runs on ([`WorkCosts::of_run`]).
+    pub costs: WorkCosts,
 }
 
 /// Bytes one broadcast row is estimated to take in a worker's copy of the index: the row itself
@@ -338,18 +341,14 @@ pub fn fits_broadcast(inputs: &PlanInputs, rows: u64) -> bool {
     rows <= inputs.broadcast_limit
 }
 
-/// Whether copying `small` rows to `workers - 1` other workers moves strictly fewer records than
-/// shuffling both sides, which moves `(small + large) (W - 1) / W` (compared without rounding).
-fn copying_moves_less(small: u64, large: u64, workers: u64) -> bool {
-    (small as u128) * (workers as u128 - 1) * (workers as u128)
-        < (small as u128 + large as u128) * (workers as u128 - 1)
-}
-
 /// A Small-Large join: the smaller side fits the broadcast budget and copying it to every worker
-/// moves fewer records than shuffling both sides would (at W = 2, the small side is smaller than
-/// the large one: two equal sides are not a small and a large one, and a skewed equal-sized join
-/// asked of AM-Join gets AM-Join's plan). Returns that side and the reason's common part. `auto`
-/// and AM-Join decide the same way, so they agree on what is Small-Large.
+/// (each worker indexing all of it, the large side probed where it is) costs each worker less
+/// than shuffling both sides would, by the machines' [`WorkCosts::copying_pays`]: on the
+/// threads of one process, where moving a record is cheap, only when the large side is 21
+/// times the small one at W = 2; on a cluster, 9 times. Two equal sides are never a small and
+/// a large one, and a skewed equal-sized join asked of AM-Join gets AM-Join's plan. Returns that
+/// side and the reason's common part. `auto` and AM-Join decide the same way, so they agree on
+/// what is Small-Large.
 pub fn small_large(inputs: &PlanInputs) -> Option<(Side, String)> {
     let small = smaller_side(inputs);
     let (small_rows, large_rows) = match small {
@@ -360,18 +359,20 @@ pub fn small_large(inputs: &PlanInputs) -> Option<(Side, String)> {
         return None;
     }
     let workers = inputs.workers.max(1) as u64;
-    // Shuffle moves (W-1)/W of both sides; broadcast moves the small side to W-1 workers.
-    let shuffle_moved = (small_rows + large_rows) * (workers - 1) / workers;
-    let broadcast_moved = small_rows * (workers - 1);
-    copying_moves_less(small_rows, large_rows, workers).then(|| {
-        (
-            small,
-            format!(
-                "the {small} side ({small_rows} rows) is within the broadcast budget ({} rows) and copying it moves {broadcast_moved} records against {shuffle_moved} for a shuffle",
-                inputs.broadcast_limit
-            ),
-        )
-    })
+    inputs
+        .costs
+        .copying_pays(small_rows, large_rows, workers)
+        .then(|| {
+            (
+                small,
+                format!(
+                    "the {small} side ({small_rows} rows) is within the broadcast budget ({} rows), and the {} side ({large_rows} rows) is large enough that a copy of the {small} side indexed on each of {workers} workers, the {} side probed where it is, costs less than shuffling both",
+                    inputs.broadcast_limit,
+                    small.other(),
+                    small.other()
+                ),
+            )
+        })
 }
 
 /// A choice and the reason for it, for `explain` and the run summary.
@@ -474,46 +475,22 @@ pub fn smaller_side(inputs: &PlanInputs) -> Side {
     }
 }
 
-/// Broadcast when the copied side is small in absolute terms (within the limit) and copying it
-/// to every worker moves fewer records than shuffling both sides would; otherwise shuffle. A tie
-/// shuffles: with equal movement a broadcast still builds its index on every worker (two equal
-/// 10^6-row sides at W = 2: 0.73 s broadcast against 0.34 s shuffled).
+/// IB-Join on a Small-Large join ([`small_large`]), else Shuffle-Join (which the runtime replaces
+/// with AM-Join when the key counts say it pays). IB-Join rather than a plain Broadcast-Join even
+/// where the join type allows one: it probes its index as the large side streams in, where
+/// Broadcast-Join holds both sides until the input ends (100,000 x 5M, inner, W = 2: 0.43
+/// against 0.48 s; on 2 to 8 emulated machines 0.45 to 0.85 s against 0.49 to 0.89 s), and it
+/// copies the same records.
 fn choose_auto(inputs: &PlanInputs) -> Choice {
-    if let Some(side) = broadcast_side(inputs) {
-        let (small, large) = match side {
-            Side::Left => (inputs.left_rows, inputs.right_rows),
-            Side::Right => (inputs.right_rows, inputs.left_rows),
-        };
-        let workers = inputs.workers.max(1) as u64;
-        // Shuffle moves (W-1)/W of both sides; broadcast moves the small side to W-1 workers.
-        let shuffle_moved = (small + large) * (workers - 1) / workers;
-        let broadcast_moved = small * (workers - 1);
-        if small <= inputs.broadcast_limit && copying_moves_less(small, large, workers) {
-            return Choice {
-                resolved: Resolved::Broadcast { side },
-                reason: format!(
-                    "the {side} side ({small} rows) is within the broadcast budget ({} rows) and copying it moves {broadcast_moved} records against {shuffle_moved} for a shuffle",
-                    inputs.broadcast_limit
-                ),
-            };
-        }
-    }
-    // A plain broadcast cannot track the small side; IB-Join can, at the cost of one bit per
-    // distinct key per partition.
-    if let Some((small, why)) = small_large(inputs) {
-        if inputs.how.tracks_matches(small) {
-            return Choice {
-                resolved: Resolved::Ib { small },
-                reason: format!(
-                    "{why}, but the {} join keeps or filters it by matches, so IB-Join tracks them by key id",
-                    inputs.how
-                ),
-            };
-        }
-    }
-    Choice {
-        resolved: Resolved::Shuffle,
-        reason: "no side is small enough to broadcast profitably".into(),
+    match small_large(inputs) {
+        Some((small, why)) => Choice {
+            resolved: Resolved::Ib { small },
+            reason: format!("{why}: IB-Join copies it"),
+        },
+        None => Choice {
+            resolved: Resolved::Shuffle,
+            reason: "no side is small enough to copy profitably".into(),
+        },
     }
 }
 
@@ -528,14 +505,16 @@ mod tests {
             right_rows,
             workers: 4,
             broadcast_limit: 1_000_000,
+            costs: WorkCosts::THREADS,
         }
     }
 
     #[test]
-    fn auto_broadcasts_a_small_side_it_may_copy() {
+    fn auto_runs_ib_join_on_a_small_side_it_may_copy() {
+        // IB-Join, not a plain broadcast, even where the join type allows one: it probes as the
+        // large side streams in.
         let choice = choose(Strategy::Auto, &inputs(JoinType::Inner, 1_000_000, 100)).unwrap();
-        assert_eq!(choice.resolved, Resolved::Broadcast { side: Side::Right });
-        // A left join cannot broadcast the left side, however small.
+        assert_eq!(choice.resolved, Resolved::Ib { small: Side::Right });
         // A left join cannot plainly broadcast the left side; IB-Join can.
         let choice = choose(Strategy::Auto, &inputs(JoinType::Left, 100, 1_000_000)).unwrap();
         assert_eq!(choice.resolved, Resolved::Ib { small: Side::Left });
@@ -545,18 +524,44 @@ mod tests {
         assert_eq!(choice.resolved, Resolved::Shuffle);
         let choice = choose(Strategy::Auto, &inputs(JoinType::Inner, 1000, 1000)).unwrap();
         assert_eq!(choice.resolved, Resolved::Shuffle);
-        // Two equal sides on two workers move as many records either way; the shuffle builds
-        // each row once where a broadcast builds the copied side on every worker.
-        let mut tie = inputs(JoinType::Inner, 1000, 1000);
-        tie.workers = 2;
+        // On two threads a copied record costs about two shuffled ones and a record probed in
+        // place nearly one: copying pays only where the large side is over 21 times the small
+        // one. On a cluster, where a shuffled record crosses a socket, from 8.6 times.
+        let mut pair = inputs(JoinType::Inner, 100_000, 2_000_000);
+        pair.workers = 2;
         assert_eq!(
-            choose(Strategy::Auto, &tie).unwrap().resolved,
+            choose(Strategy::Auto, &pair).unwrap().resolved,
             Resolved::Shuffle
         );
-        tie.right_rows = 999;
+        pair.right_rows = 2_200_000;
         assert_eq!(
-            choose(Strategy::Auto, &tie).unwrap().resolved,
-            Resolved::Broadcast { side: Side::Right }
+            choose(Strategy::Auto, &pair).unwrap().resolved,
+            Resolved::Ib { small: Side::Left }
+        );
+        let mut cluster = inputs(JoinType::Inner, 100_000, 800_000);
+        cluster.workers = 2;
+        cluster.costs = WorkCosts::CLUSTER;
+        assert_eq!(
+            choose(Strategy::Auto, &cluster).unwrap().resolved,
+            Resolved::Shuffle
+        );
+        cluster.right_rows = 900_000;
+        assert_eq!(
+            choose(Strategy::Auto, &cluster).unwrap().resolved,
+            Resolved::Ib { small: Side::Left }
+        );
+        // Equal sides are never Small-Large, and one worker moves nothing.
+        let mut equal = inputs(JoinType::Inner, 1000, 1000);
+        equal.costs = WorkCosts::CLUSTER;
+        assert_eq!(
+            choose(Strategy::Auto, &equal).unwrap().resolved,
+            Resolved::Shuffle
+        );
+        let mut one = inputs(JoinType::Inner, 1, 1_000_000);
+        one.workers = 1;
+        assert_eq!(
+            choose(Strategy::Auto, &one).unwrap().resolved,
+            Resolved::Shuffle
         );
     }
 
@@ -576,23 +581,26 @@ mod tests {
             assert_eq!(choice.resolved, Resolved::Ib { small: Side::Left }, "{how}");
         }
         // Over the budget: AM-Join's own plan, even though the side is much the smaller.
-        let mut over = inputs(JoinType::Full, 10_000_000, 2_000_000);
+        let mut over = inputs(JoinType::Full, 200_000_000, 2_000_000);
         over.broadcast_limit = 1_999_999;
         let choice = choose(Strategy::Am, &over).unwrap();
         assert!(matches!(choice.resolved, Resolved::Am { .. }), "{choice:?}");
         over.broadcast_limit = 2_000_000;
         let choice = choose(Strategy::Am, &over).unwrap();
         assert_eq!(choice.resolved, Resolved::Ib { small: Side::Right });
-        // Within the budget but not Small-Large: copying 1000 rows to 3 more workers moves more
+        // Within the budget but not Small-Large: copying 1000 rows to 3 more workers costs more
         // than shuffling both sides would.
         let choice = choose(Strategy::Am, &inputs(JoinType::Inner, 1000, 1000)).unwrap();
         assert!(matches!(choice.resolved, Resolved::Am { .. }), "{choice:?}");
-        // Two equal sides on two workers move as many records either way: not Small-Large.
+        // Two equal sides on two workers: not Small-Large; nor a side a third of the other's.
         let mut equal = inputs(JoinType::Inner, 300_000, 300_000);
         equal.workers = 2;
         let choice = choose(Strategy::Am, &equal).unwrap();
         assert!(matches!(choice.resolved, Resolved::Am { .. }), "{choice:?}");
-        equal.left_rows = 400_000;
+        equal.left_rows = 900_000;
+        let choice = choose(Strategy::Am, &equal).unwrap();
+        assert!(matches!(choice.resolved, Resolved::Am { .. }), "{choice:?}");
+        equal.left_rows = 9_000_000;
         let choice = choose(Strategy::Am, &equal).unwrap();
         assert_eq!(choice.resolved, Resolved::Ib { small: Side::Right });
         // A zero budget keeps AM-Join's own plan whatever the sizes.

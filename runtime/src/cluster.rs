@@ -49,8 +49,9 @@ use skewjoin_planner::exec_cluster::{
     execute_cluster_stream, ClusterFacts, ClusterSpec, Network, ProcessFacts,
 };
 use skewjoin_planner::exec_stream::StreamJob;
-use skewjoin_planner::skew_check::{KeySample, WorkCosts};
+use skewjoin_planner::skew_check::KeySample;
 use skewjoin_planner::strategy::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
+use skewjoin_planner::work_costs::WorkCosts;
 
 use crate::batches::CHUNK_ROWS;
 use crate::cli::JoinArgs;
@@ -684,6 +685,7 @@ fn cluster_choice(
         right_rows: facts.right_rows,
         workers,
         broadcast_limit: facts.broadcast_limit,
+        costs: facts.work_costs,
     };
     let mut choice = choose(strategy, &inputs)?;
     if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {

@@ -11,7 +11,8 @@ use skewjoin_operators::{JoinType, Key, Partitioning, Side};
 use skewjoin_planner::cost::{predict, KeyStats};
 use skewjoin_planner::datagen::pavlo::{generate_pavlo, PavloSpec};
 use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
-use skewjoin_planner::skew_check::{skew_reason, KeySink, KeyTally, SkewFinding, WorkCosts};
+use skewjoin_planner::skew_check::{skew_reason, KeySink, KeyTally, SkewFinding};
+use skewjoin_planner::work_costs::WorkCosts;
 use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
 
 use crate::cli::{DemoArgs, ExplainArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
@@ -379,6 +380,8 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
     ));
 
     let budget = broadcast_budget(args.broadcast_limit, args.memory_limit, workers);
+    // Written, an output pair costs nearly what an input record does; counted, little.
+    let costs = WorkCosts::of_run(1, output_format.is_some());
     let mut choice = choose(
         strategy,
         &PlanInputs {
@@ -387,14 +390,13 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
             right_rows: rows.1,
             workers,
             broadcast_limit: budget.rows,
+            costs,
         },
     )
     .map_err(Error::Usage)?;
     choice = with_vprp_flags(choice, &args.run)?;
     // auto: with a hash partitioning made uneven by a hot key, AM-Join instead of Shuffle-Join.
     if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
-        // Written, an output pair costs nearly what an input record does; counted, little.
-        let costs = WorkCosts::of_run(1, output_format.is_some());
         let skew = match &inputs {
             Inputs::Loaded(left, right) => {
                 skew_reason(&left.keys, &right.keys, partitions, workers, costs)
@@ -418,6 +420,7 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
                     right_rows: rows.1,
                     workers,
                     broadcast_limit: budget.rows,
+                    costs,
                 };
                 choice = choose(Strategy::Am, &inputs).map_err(Error::Usage)?;
                 choice.reason = format!("the key counts show skew: {reason}");
@@ -881,6 +884,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             // No budget: each strategy runs as named (AM-Join would run IB-Join on a side within
             // a budget, and the demo shows AM-Join's own key classes).
             broadcast_limit: 0,
+            costs: WorkCosts::THREADS,
         };
         let choice = match choose(strategy, &inputs) {
             Ok(choice) => with_vprp_flags(choice, &run)?,

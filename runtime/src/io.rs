@@ -2487,7 +2487,8 @@ pub fn write_table(path: &Path, format: FileFormat, batch: &RecordBatch) -> Resu
 mod tests {
     use super::*;
     use arrow::array::{BooleanArray, Float64Array, Int32Array, UInt64Array};
-    use skewjoin_planner::skew_check::{KeyTally, WorkCosts};
+    use skewjoin_planner::skew_check::KeyTally;
+    use skewjoin_planner::work_costs::WorkCosts;
     use tempfile::TempDir;
 
     const ALL_FORMATS: [(FileFormat, &str); 3] = [

@@ -26,6 +26,7 @@ use skewjoin_planner::exec_local::{execute_local, CountSink};
 use skewjoin_planner::report::StrategyReport;
 use skewjoin_planner::row_hash::table_row_hashes;
 use skewjoin_planner::strategy::broadcast_limit_for_memory;
+use skewjoin_planner::work_costs::WorkCosts;
 use skewjoin_planner::{choose, PlanInputs, Resolved, Strategy};
 use wasm_bindgen::prelude::*;
 
@@ -275,6 +276,8 @@ pub fn run_request(request: &DemoRequest) -> Result<DemoResponse, String> {
         // Each partition stands for a worker of a native run with P = W.
         workers: request.partitions,
         broadcast_limit: broadcast_limit_for_memory(ASSUMED_MEMORY_BYTES, request.partitions),
+        // As a native run of P threads.
+        costs: WorkCosts::THREADS,
     };
     let mut runs = Vec::with_capacity(strategies.len());
     for (requested, strategy) in strategies {
