@@ -3,7 +3,7 @@
 # emulated machines (each 2/N of this box's cores and a shaped link), Zipf 1.0 on 16, and the
 # VPRP paper's experiment 2 on 20. Run as root from the repository root after
 # `cargo build --release -p skewjoin-runtime`; results go to ${OUT:-/tmp/skewjoin-makespan}/*/
-# (results.json, results.md, makespan.png). About 25 minutes on the 2-core machine.
+# (results.json, results.md, makespan.png). About 35 minutes on the 2-core machine.
 set -euo pipefail
 OUT=${OUT:-/tmp/skewjoin-makespan}
 E="python3 $(dirname "$0")/emulate --runs ${RUNS:-3}"
