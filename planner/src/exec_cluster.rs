@@ -465,7 +465,8 @@ where
 }
 
 /// Combines the facts every process sent: sums of rows, the smallest budget; different
-/// fingerprints mean the processes were started with different arguments.
+/// fingerprints or work costs mean the processes were started with different arguments (or
+/// different builds).
 fn agree(
     heard: &[ProcessFacts],
     partitions: usize,

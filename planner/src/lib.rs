@@ -2,6 +2,7 @@
 //!
 //! - [`strategy`]: the strategies by name, and how `auto` chooses;
 //! - [`skew_check`]: `auto`'s check for keys that would unbalance a Shuffle-Join;
+//! - [`work_costs`]: what work costs on threads and on a cluster, which `auto` weighs by;
 //! - [`cost`]: key statistics and per-partition load predictions;
 //! - [`join`]: the builder every strategy is reached through ([`SkewJoin::skew_join`]);
 //! - [`am_join`]: AM-Join, key classes from exact counts, grids for keys hot on both sides;

@@ -341,15 +341,24 @@ pub fn fits_broadcast(inputs: &PlanInputs, rows: u64) -> bool {
     rows <= inputs.broadcast_limit
 }
 
+/// What a Small-Large join's copy is weighed against: the strategy that runs if it does not pay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Instead {
+    /// Shuffle-Join: `auto` before its skew check.
+    Shuffle,
+    /// AM-Join: a shuffle and a key count ([`WorkCosts::copying_beats_am_join`]).
+    AmJoin,
+}
+
 /// A Small-Large join: the smaller side fits the broadcast budget and copying it to every worker
 /// (each worker indexing all of it, the large side probed where it is) costs each worker less
-/// than shuffling both sides would, by the machines' [`WorkCosts::copying_pays`]: on the
-/// threads of one process, where moving a record is cheap, only when the large side is 21
-/// times the small one at W = 2; on a cluster, 9 times. Two equal sides are never a small and
-/// a large one, and a skewed equal-sized join asked of AM-Join gets AM-Join's plan. Returns that
-/// side and the reason's common part. `auto` and AM-Join decide the same way, so they agree on
-/// what is Small-Large.
-pub fn small_large(inputs: &PlanInputs) -> Option<(Side, String)> {
+/// than the strategy that would run `instead`, by the machines' [`WorkCosts`]: against a
+/// shuffle, on the threads of one process where moving a record is cheap, only when the large
+/// side is 21 times the small one at W = 2, on a cluster 9 times; against AM-Join, from 2.4 and
+/// 1.4 times. Two equal sides are never a small and a large one. Returns that side and the
+/// reason's common part. `auto` and AM-Join decide the same way, so they agree on what is
+/// Small-Large.
+pub fn small_large(inputs: &PlanInputs, instead: Instead) -> Option<(Side, String)> {
     let small = smaller_side(inputs);
     let (small_rows, large_rows) = match small {
         Side::Left => (inputs.left_rows, inputs.right_rows),
@@ -359,20 +368,29 @@ pub fn small_large(inputs: &PlanInputs) -> Option<(Side, String)> {
         return None;
     }
     let workers = inputs.workers.max(1) as u64;
-    inputs
-        .costs
-        .copying_pays(small_rows, large_rows, workers)
-        .then(|| {
-            (
-                small,
-                format!(
-                    "the {small} side ({small_rows} rows) is within the broadcast budget ({} rows), and the {} side ({large_rows} rows) is large enough that a copy of the {small} side indexed on each of {workers} workers, the {} side probed where it is, costs less than shuffling both",
-                    inputs.broadcast_limit,
-                    small.other(),
-                    small.other()
-                ),
-            )
-        })
+    let (pays, than) = match instead {
+        Instead::Shuffle => (
+            inputs.costs.copying_pays(small_rows, large_rows, workers),
+            "shuffling both",
+        ),
+        Instead::AmJoin => (
+            inputs
+                .costs
+                .copying_beats_am_join(small_rows, large_rows, workers),
+            "AM-Join's shuffle and key count",
+        ),
+    };
+    pays.then(|| {
+        (
+            small,
+            format!(
+                "the {small} side ({small_rows} rows) is within the broadcast budget ({} rows), and the {} side ({large_rows} rows) is large enough that a copy of the {small} side indexed on each of {workers} workers, the {} side probed where it is, costs less than {than}",
+                inputs.broadcast_limit,
+                small.other(),
+                small.other()
+            ),
+        )
+    })
 }
 
 /// A choice and the reason for it, for `explain` and the run summary.
@@ -437,7 +455,7 @@ pub fn choose(strategy: Strategy, inputs: &PlanInputs) -> Result<Choice, String>
         // The AM-Join paper sends Small-Large joins to IB-Join: with a whole side within the
         // broadcast budget there is nothing for key classes to balance, and IB-Join can index
         // either side for every join type.
-        Strategy::Am => Ok(match small_large(inputs) {
+        Strategy::Am => Ok(match small_large(inputs, Instead::AmJoin) {
             Some((small, why)) => Choice {
                 resolved: Resolved::Ib { small },
                 reason: format!("asked for AM-Join, which runs IB-Join on Small-Large joins: {why}"),
@@ -479,10 +497,11 @@ pub fn smaller_side(inputs: &PlanInputs) -> Side {
 /// with AM-Join when the key counts say it pays). IB-Join rather than a plain Broadcast-Join even
 /// where the join type allows one: it probes its index as the large side streams in, where
 /// Broadcast-Join holds both sides until the input ends (100,000 x 5M, inner, W = 2: 0.43
-/// against 0.48 s; on 2 to 8 emulated machines 0.45 to 0.85 s against 0.49 to 0.89 s), and it
+/// against 0.48 s; on 2, 4 and 8 emulated machines 0.44, 0.56 and 0.83 s against 0.49, 0.63 and
+/// 0.94 s), and it
 /// copies the same records.
 fn choose_auto(inputs: &PlanInputs) -> Choice {
-    match small_large(inputs) {
+    match small_large(inputs, Instead::Shuffle) {
         Some((small, why)) => Choice {
             resolved: Resolved::Ib { small },
             reason: format!("{why}: IB-Join copies it"),
@@ -592,17 +611,26 @@ mod tests {
         // than shuffling both sides would.
         let choice = choose(Strategy::Am, &inputs(JoinType::Inner, 1000, 1000)).unwrap();
         assert!(matches!(choice.resolved, Resolved::Am { .. }), "{choice:?}");
-        // Two equal sides on two workers: not Small-Large; nor a side a third of the other's.
+        // Two equal sides on two workers: not Small-Large; nor a side half the other's. A
+        // third is: against AM-Join's shuffle and key count, copying it pays, though against a
+        // shuffle alone (auto, before its skew check) it does not.
         let mut equal = inputs(JoinType::Inner, 300_000, 300_000);
         equal.workers = 2;
         let choice = choose(Strategy::Am, &equal).unwrap();
         assert!(matches!(choice.resolved, Resolved::Am { .. }), "{choice:?}");
-        equal.left_rows = 900_000;
+        equal.left_rows = 600_000;
         let choice = choose(Strategy::Am, &equal).unwrap();
         assert!(matches!(choice.resolved, Resolved::Am { .. }), "{choice:?}");
-        equal.left_rows = 9_000_000;
+        equal.left_rows = 900_000;
         let choice = choose(Strategy::Am, &equal).unwrap();
         assert_eq!(choice.resolved, Resolved::Ib { small: Side::Right });
+        assert!(
+            choice.reason.contains("AM-Join's shuffle and key count"),
+            "{}",
+            choice.reason
+        );
+        let choice = choose(Strategy::Auto, &equal).unwrap();
+        assert_eq!(choice.resolved, Resolved::Shuffle);
         // A zero budget keeps AM-Join's own plan whatever the sizes.
         let mut none = inputs(JoinType::Full, 1_000_000, 1);
         none.broadcast_limit = 0;
