@@ -748,6 +748,21 @@ pub fn join(args: JoinArgs) -> Result<()> {
         .strategy
         .parse()
         .map_err(|e| Error::Usage(format!("--strategy: {e}")))?;
+    // A strategy that cannot compute this join type whatever the sizes (a plain broadcast of a
+    // full join) is refused now, as on one process (exit code 2), not after the cluster has
+    // formed: the row counts of no process change that answer.
+    choose(
+        strategy,
+        &PlanInputs {
+            how,
+            left_rows: 0,
+            right_rows: 0,
+            workers: 1,
+            broadcast_limit: 0,
+            costs: WorkCosts::CLUSTER,
+        },
+    )
+    .map_err(Error::Usage)?;
     // --workers is per process; --partitions defaults to every worker of the cluster.
     let (threads, _) = layout(&args.run)?;
     let total_workers = threads * processes;

@@ -626,6 +626,26 @@ fn bad_cluster_arguments_are_usage_errors() {
                 "at least 2 partitions",
             ),
         ),
+        (
+            // Refused before connecting: no peer is running, so a refusal after the cluster
+            // formed would wait out the connect timeout and exit with another code.
+            "a plain broadcast of a full join",
+            (
+                vec![
+                    "--processes",
+                    "2",
+                    "--process",
+                    "0",
+                    "--hostfile",
+                    &hosts,
+                    "--how",
+                    "full",
+                    "--strategy",
+                    "broadcast",
+                ],
+                "--strategy shuffle",
+            ),
+        ),
     ]);
     for (what, (extra, needle)) in cases {
         let mut args = vec![
