@@ -138,7 +138,8 @@ pub struct ClusterFacts {
     /// What the skew check found on every process's key sample ([`sampled_skew`]) for the
     /// cluster's partitions and workers: the hottest key's predicted load, if any key is hot.
     pub skew: Option<Skew>,
-    /// How work is weighed on this cluster, as every process sent it.
+    /// How work is weighed on this cluster, as every process sent it, the link weighed as the
+    /// process with the fewest cores for its workers weighs it.
     pub work_costs: WorkCosts,
 }
 
@@ -473,16 +474,29 @@ fn agree(
     workers: usize,
 ) -> Result<ClusterFacts, String> {
     let first = heard.first().ok_or("no process sent its facts")?;
-    if heard
-        .iter()
-        .any(|facts| (facts.fingerprint, facts.work_costs) != (first.fingerprint, first.work_costs))
-    {
+    // The link's weight depends on each machine's cores, so it may differ: the slowest rules.
+    let unlinked = |costs: WorkCosts| WorkCosts {
+        crossing_per_mille: 0,
+        ..costs
+    };
+    if heard.iter().any(|facts| {
+        (facts.fingerprint, unlinked(facts.work_costs))
+            != (first.fingerprint, unlinked(first.work_costs))
+    }) {
         return Err(
             "the processes were started with different join arguments; start every process \
              with the same arguments (only --process may differ)"
                 .into(),
         );
     }
+    let work_costs = WorkCosts {
+        crossing_per_mille: heard
+            .iter()
+            .map(|facts| facts.work_costs.crossing_per_mille)
+            .max()
+            .unwrap_or(0),
+        ..first.work_costs
+    };
     // A default sample is none taken: the strategy was not `auto`.
     let sampled = heard
         .iter()
@@ -496,11 +510,11 @@ fn agree(
             .min()
             .unwrap_or(0),
         sampled,
-        work_costs: first.work_costs,
+        work_costs,
         skew: if sampled {
             let samples: Vec<KeySample> =
                 heard.iter().map(|facts| facts.key_sample.clone()).collect();
-            sampled_skew(&samples, partitions, workers, first.work_costs)
+            sampled_skew(&samples, partitions, workers, work_costs)
         } else {
             None
         },
@@ -869,5 +883,28 @@ mod tests {
         assert_eq!(homes(&second, 4), [2, 2, 3, 3]);
         assert_eq!(first.rows_of(4, 8), 4..6);
         assert_eq!(first.rows_of(2, 8), 0..0);
+    }
+
+    #[test]
+    fn processes_plan_with_the_slowest_link_and_refuse_other_costs_that_differ() {
+        let facts = |crossing_per_mille, key_count_per_mille| ProcessFacts {
+            left_rows: 10,
+            right_rows: 20,
+            broadcast_limit: 100,
+            fingerprint: 7,
+            key_sample: KeySample::default(),
+            work_costs: WorkCosts {
+                crossing_per_mille,
+                key_count_per_mille,
+                ..WorkCosts::CLUSTER
+            },
+        };
+        let key_count = WorkCosts::CLUSTER.key_count_per_mille;
+        // A machine with fewer cores weighs its link more; every process takes the same figure.
+        let cluster = agree(&[facts(300, key_count), facts(900, key_count)], 4, 2).unwrap();
+        assert_eq!(cluster.work_costs.crossing_per_mille, 900);
+        assert_eq!((cluster.left_rows, cluster.right_rows), (20, 40));
+        let error = agree(&[facts(300, key_count), facts(300, key_count + 1)], 4, 2).unwrap_err();
+        assert!(error.contains("different join arguments"), "{error}");
     }
 }

@@ -164,7 +164,8 @@ where
 
     /// What work costs where the dataflow runs, for `auto`'s choice with [`JoinBuilder::sizes`]
     /// ([`WorkCosts::THREADS`] unless told; [`WorkCosts::CLUSTER`] for workers in several
-    /// processes, where a shuffled record crosses a socket and copying a small side pays sooner).
+    /// processes, where a shuffled record crosses a socket and copying a small side pays sooner;
+    /// [`WorkCosts::over_link`] for processes on a slow network).
     pub fn costs(mut self, costs: WorkCosts) -> Self {
         self.costs = costs;
         self

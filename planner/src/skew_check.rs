@@ -34,6 +34,8 @@ use serde::{Deserialize, Serialize};
 use skewjoin_operators::hash::mix64;
 use skewjoin_operators::{JoinKey, Partitioning, Side};
 
+use crate::am_join::AmParams;
+use crate::strategy::{small_large, Choice, Instead, PlanInputs, Resolved};
 use crate::work_costs::WorkCosts;
 
 /// Buckets of a [`KeyTally`], by the top byte of a key's hash.
@@ -86,6 +88,40 @@ pub struct SkewFinding {
     pub am_pays: bool,
     /// Why, naming the key and the predicted loads.
     pub reason: String,
+}
+
+impl SkewFinding {
+    /// `auto`'s choice once the key counts are in, one rule for one process and a cluster: with
+    /// a hot key that makes AM-Join pay, what `-s am` runs on these inputs (AM-Join, or IB-Join
+    /// where copying the small side costs less than AM-Join's shuffle and key count), else
+    /// `shuffle`, the choice made on the sizes alone, with this finding added to its reason.
+    pub fn decide(self, shuffle: Choice, inputs: &PlanInputs) -> Choice {
+        if !self.am_pays {
+            return Choice {
+                resolved: shuffle.resolved,
+                reason: format!("{}; {}", shuffle.reason, self.reason),
+            };
+        }
+        match small_large(inputs, Instead::AmJoin) {
+            Some((small, why)) => Choice {
+                resolved: Resolved::Ib { small },
+                reason: format!(
+                    "{}; but {why}, so IB-Join copies the {small} side rather than AM-Join \
+                     splitting the hot keys",
+                    self.reason
+                ),
+            },
+            None => Choice {
+                resolved: Resolved::Am {
+                    params: AmParams::default(),
+                },
+                reason: format!(
+                    "{}; AM-Join counts the keys exactly, splits the hot ones and shuffles the rest",
+                    self.reason
+                ),
+            },
+        }
+    }
 }
 
 /// Key counts of both inputs, gathered a key at a time (so a streamed input need not be held),
@@ -202,9 +238,16 @@ impl Skew {
         };
         format!(
             "Shuffle-Join's busiest worker would do the work of {} input records beyond the \
-             mean (an output pair weighed as {}), {than} than AM-Join's key count {count} ({})",
+             mean (an output pair weighed as {}{}), {than} than AM-Join's key count{} {count} \
+             ({})",
             self.excess,
             self.costs.pair_weight(),
+            self.costs.link_note(),
+            if self.costs.crossing_per_mille > 0 {
+                " and extra traffic"
+            } else {
+                ""
+            },
             self.count_cost
         )
     }
@@ -362,7 +405,7 @@ fn skew_from(
         .div_ceil(1024)
         .min(u64::MAX as u128) as u64;
     let fair_share = u128::from(rows[0] + rows[1]) / worker_loads.len() as u128;
-    let count_cost = (fair_share * u128::from(costs.key_count_per_mille) / 1000) as u64;
+    let count_cost = costs.am_join_extra(fair_share).min(u128::from(u64::MAX)) as u64;
     let partitions = placement.partitions().max(1) as f64;
     let fair = [
         (output as f64 / partitions).max(1.0),
@@ -1101,6 +1144,58 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A hot key hands `auto` to what `-s am` runs, and the reason says which: AM-Join on two
+    /// equal sides, IB-Join where one side is small enough that a copy costs less than AM-Join's
+    /// shuffle and key count (600,000 x 3M on two threads), though not less than a shuffle.
+    #[test]
+    fn a_hot_key_gives_auto_what_am_join_would_run_with_the_reason() {
+        let inputs = |left_rows, right_rows| PlanInputs {
+            how: skewjoin_operators::JoinType::Inner,
+            left_rows,
+            right_rows,
+            workers: 2,
+            broadcast_limit: 10_000_000,
+            costs: WorkCosts::THREADS,
+        };
+        let hot = |am_pays| SkewFinding {
+            am_pays,
+            reason: "key 7 is hot".into(),
+        };
+        let small_large = inputs(600_000, 3_000_000);
+        let shuffle = crate::strategy::choose(crate::Strategy::Auto, &small_large).unwrap();
+        assert_eq!(shuffle.resolved, Resolved::Shuffle, "{shuffle:?}");
+        let choice = hot(true).decide(shuffle.clone(), &small_large);
+        assert_eq!(choice.resolved, Resolved::Ib { small: Side::Left });
+        assert!(
+            choice.reason.starts_with("key 7 is hot; but"),
+            "{}",
+            choice.reason
+        );
+        assert!(
+            choice.reason.contains("IB-Join copies the left side"),
+            "{}",
+            choice.reason
+        );
+        assert!(
+            !choice.reason.contains("AM-Join counts"),
+            "{}",
+            choice.reason
+        );
+
+        let equal = inputs(3_000_000, 3_000_000);
+        let choice = hot(true).decide(shuffle.clone(), &equal);
+        assert!(matches!(choice.resolved, Resolved::Am { .. }), "{choice:?}");
+        assert!(
+            choice.reason.contains("AM-Join counts the keys"),
+            "{}",
+            choice.reason
+        );
+
+        let choice = hot(false).decide(shuffle.clone(), &equal);
+        assert_eq!(choice.resolved, Resolved::Shuffle);
+        assert_eq!(choice.reason, format!("{}; key 7 is hot", shuffle.reason));
     }
 
     /// Sampling one side's tally and not the other's would count their rows at different rates.

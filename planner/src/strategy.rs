@@ -384,10 +384,11 @@ pub fn small_large(inputs: &PlanInputs, instead: Instead) -> Option<(Side, Strin
         (
             small,
             format!(
-                "the {small} side ({small_rows} rows) is within the broadcast budget ({} rows), and the {} side ({large_rows} rows) is large enough that a copy of the {small} side indexed on each of {workers} workers, the {} side probed where it is, costs less than {than}",
+                "the {small} side ({small_rows} rows) is within the broadcast budget ({} rows), and the {} side ({large_rows} rows) is large enough that a copy of the {small} side indexed on each of {workers} workers, the {} side probed where it is, costs less than {than}{}",
                 inputs.broadcast_limit,
                 small.other(),
-                small.other()
+                small.other(),
+                inputs.costs.link_note()
             ),
         )
     })

@@ -49,7 +49,7 @@ use skewjoin_planner::exec_cluster::{
     execute_cluster_stream, ClusterFacts, ClusterSpec, Network, ProcessFacts,
 };
 use skewjoin_planner::exec_stream::StreamJob;
-use skewjoin_planner::skew_check::KeySample;
+use skewjoin_planner::skew_check::{KeySample, SkewFinding};
 use skewjoin_planner::strategy::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
 use skewjoin_planner::work_costs::WorkCosts;
 
@@ -64,6 +64,7 @@ use crate::error::{Error, Result};
 use crate::io::{
     check_key_compat, output_schema, take_output, FileFormat, OutputWriter, RowStore, Share,
 };
+use crate::link;
 use crate::memory::broadcast_budget;
 use crate::metrics::checksum_hex;
 use crate::progress::Progress;
@@ -101,6 +102,12 @@ pub struct ClusterArgs {
     /// processes sharing a file system write different files.
     #[arg(long, value_name = "PATH", requires = "processes")]
     pub process_metrics: Option<PathBuf>,
+    /// Cluster mode: each process's link rate in each direction, such as 100mbit, 1gbit or
+    /// 10gbit, for `auto`: on a slow link a record sent costs more than its CPU, so a small
+    /// side's copy and AM-Join's extra traffic weigh more. Unset, the link is not weighed (it was
+    /// never the bottleneck at 1.25 Gbit/s a core).
+    #[arg(long, value_name = "RATE", value_parser = crate::link::parse_bandwidth, requires = "processes")]
+    pub bandwidth: Option<u64>,
 }
 
 /// The environment variable that may hold the cluster secret instead of a file; `skewjoin
@@ -519,6 +526,12 @@ fn agreed_fields(
     put("--how", args.run.how.clone());
     put("--strategy", args.strategy.clone());
     put(
+        "--bandwidth",
+        args.cluster
+            .bandwidth
+            .map_or("(none)".into(), |bits| format!("{bits} bit/s")),
+    );
+    put(
         "key columns",
         format!("{:?} {:?} {:?}", args.on, args.left_on, args.right_on),
     );
@@ -690,29 +703,24 @@ fn cluster_choice(
     let mut choice = choose(strategy, &inputs)?;
     if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
         // No process sees every key before the join: the check runs on every process's sample.
-        match facts.skew.filter(|_| facts.sampled) {
-            Some(skew) if skew.am_pays() => {
-                choice = choose(Strategy::Am, &inputs)?;
-                choice.reason = format!(
-                    "a sample of every process's keys finds a key of about {}: {}; AM-Join \
-                     counts the keys exactly, splits the hot ones and shuffles the rest",
+        choice = match facts.skew.filter(|_| facts.sampled) {
+            Some(skew) => SkewFinding {
+                am_pays: skew.am_pays(),
+                reason: format!(
+                    "a sample of every process's keys finds a key of about {}{} {}",
                     skew.described(),
+                    if skew.am_pays() { ":" } else { ", but" },
                     skew.verdict()
-                );
+                ),
             }
-            Some(skew) => {
-                choice.reason = format!(
-                    "a sample of every process's keys finds a key of about {}, but {}",
-                    skew.described(),
-                    skew.verdict()
-                );
-            }
-            None => {
-                choice.reason = "a sample of every process's keys finds no key that would \
-                                 unbalance Shuffle-Join"
-                    .into();
-            }
-        }
+            .decide(choice, &inputs),
+            None => Choice {
+                reason: "a sample of every process's keys finds no key that would unbalance \
+                         Shuffle-Join"
+                    .into(),
+                ..choice
+            },
+        };
     }
     let mut choice = with_vprp_flags(choice, &args.run).map_err(|error| error.to_string())?;
     choice.resolved = choice.resolved.tuned(&Tuning {
@@ -845,7 +853,22 @@ pub fn join(args: JoinArgs) -> Result<()> {
         broadcast_limit: broadcast_budget(args.broadcast_limit, args.memory_limit, threads).rows,
         fingerprint: fingerprint(&fields),
         key_sample: KeySample::default(),
-        work_costs: WorkCosts::of_run(processes, args.output.is_some()),
+        work_costs: match args.cluster.bandwidth {
+            // A slow link makes a record sent cost more than its CPU; see `link`.
+            Some(bits) => {
+                WorkCosts::of_run(processes, args.output.is_some()).over_link(&link::link(
+                    bits,
+                    link::record_bytes(
+                        &left.input.schema,
+                        &right.input.schema,
+                        args.output.is_some(),
+                    ),
+                    processes,
+                    threads,
+                ))
+            }
+            None => WorkCosts::of_run(processes, args.output.is_some()),
+        },
     };
     let timeout = Duration::from_secs(args.cluster.connect_timeout);
     let token = handshake::random_hex(16)

@@ -382,18 +382,15 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
     let budget = broadcast_budget(args.broadcast_limit, args.memory_limit, workers);
     // Written, an output pair costs nearly what an input record does; counted, little.
     let costs = WorkCosts::of_run(1, output_format.is_some());
-    let mut choice = choose(
-        strategy,
-        &PlanInputs {
-            how,
-            left_rows: rows.0,
-            right_rows: rows.1,
-            workers,
-            broadcast_limit: budget.rows,
-            costs,
-        },
-    )
-    .map_err(Error::Usage)?;
+    let plan_inputs = PlanInputs {
+        how,
+        left_rows: rows.0,
+        right_rows: rows.1,
+        workers,
+        broadcast_limit: budget.rows,
+        costs,
+    };
+    let mut choice = choose(strategy, &plan_inputs).map_err(Error::Usage)?;
     choice = with_vprp_flags(choice, &args.run)?;
     // auto: with a hash partitioning made uneven by a hot key, AM-Join instead of Shuffle-Join.
     if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
@@ -409,27 +406,8 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
                 skew
             }
         };
-        match skew {
-            Some(SkewFinding {
-                am_pays: true,
-                reason,
-            }) => {
-                let inputs = PlanInputs {
-                    how,
-                    left_rows: rows.0,
-                    right_rows: rows.1,
-                    workers,
-                    broadcast_limit: budget.rows,
-                    costs,
-                };
-                choice = choose(Strategy::Am, &inputs).map_err(Error::Usage)?;
-                choice.reason = format!("the key counts show skew: {reason}");
-            }
-            Some(SkewFinding {
-                am_pays: false,
-                reason,
-            }) => choice.reason = format!("{}; {reason}", choice.reason),
-            None => {}
+        if let Some(finding) = skew {
+            choice = finding.decide(choice, &plan_inputs);
         }
     }
     choice.resolved = choice.resolved.tuned(&Tuning {

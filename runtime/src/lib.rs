@@ -11,6 +11,7 @@ pub mod explain;
 pub mod generate;
 pub mod interrupt;
 pub mod io;
+pub mod link;
 pub mod memory;
 pub mod metrics;
 pub mod output_file;

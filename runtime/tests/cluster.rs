@@ -277,6 +277,60 @@ fn a_cluster_auto_shuffles_uniform_keys_and_each_process_reports_itself() {
     assert_eq!(rows.to_string(), expected.0);
 }
 
+/// Told that its links are slow (`--bandwidth`), a cluster's `auto` copies a small side it would
+/// shuffle by CPU alone: on 2 processes a copy crosses to one other machine, a shuffle sends
+/// half of both sides, so at 1 Mbit/s a 3:1 pair is Small-Large. The rows are the same.
+#[test]
+fn a_cluster_told_its_links_are_slow_copies_a_small_side_sooner() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path();
+    gen(
+        path,
+        "s",
+        &[
+            "--left-rows",
+            "20000",
+            "--right-rows",
+            "60000",
+            "--keys",
+            "20000",
+            "--skew",
+            "0",
+        ],
+    );
+    let join = [
+        "join",
+        "s/left.parquet",
+        "s/right.parquet",
+        "--on",
+        "key",
+        "--strategy",
+        "auto",
+        "--workers",
+        "1",
+    ];
+    let expected = rows_and_checksum(&skewjoin(path, &join), "one process");
+    let read = |name: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(path.join(name)).unwrap()).unwrap()
+    };
+    for (link, strategy) in [(None, "shuffle"), (Some("1mbit"), "ib")] {
+        let mut cluster = vec!["cluster", "--processes", "2", "--"];
+        cluster.extend(join);
+        cluster.extend(["--metrics", "m.json"]);
+        cluster.extend(link.iter().flat_map(|rate| ["--bandwidth", rate]));
+        let got = rows_and_checksum(&skewjoin(path, &cluster), "two processes");
+        assert_eq!(got, expected, "{link:?}");
+        let metrics = read("m.json");
+        assert_eq!(metrics["strategy"], strategy, "{link:?}: {metrics}");
+        let reason = metrics["strategy_reason"].as_str().unwrap();
+        assert_eq!(
+            reason.contains("on the link given"),
+            link.is_some(),
+            "{reason}"
+        );
+    }
+}
+
 /// A cluster writes one part per worker and a manifest; the parts hold exactly the rows of a
 /// one-process output file, and the manifest's counts add up.
 #[test]
@@ -539,13 +593,18 @@ fn processes_with_different_arguments_refuse_to_run() {
     let dir = TempDir::new().unwrap();
     let path = dir.path();
     gen(path, "d", &["--rows", "1000", "--keys", "100"]);
-    let hosts = hostfile(path, 2);
-    let children: Vec<Child> = [("0", "inner"), ("1", "full")]
-        .into_iter()
-        .map(|(process, how)| {
-            spawn(
-                path,
-                &[
+    // A join type, and a link rate (one process told of a slow link, the other not).
+    let cases: [([&[&str]; 2], &str); 2] = [
+        ([&["--how", "inner"], &["--how", "full"]], "--how: "),
+        ([&[], &["--bandwidth", "10mbit"]], "--bandwidth: "),
+    ];
+    for (differing, needle) in cases {
+        let hosts = hostfile(path, 2);
+        let children: Vec<Child> = ["0", "1"]
+            .into_iter()
+            .zip(differing)
+            .map(|(process, extra)| {
+                let mut args = vec![
                     "join",
                     "d/left.parquet",
                     "d/right.parquet",
@@ -553,23 +612,24 @@ fn processes_with_different_arguments_refuse_to_run() {
                     "key",
                     "--workers",
                     "1",
-                    "--how",
-                    how,
                     "--processes",
                     "2",
                     "--process",
                     process,
                     "--hostfile",
                     &hosts,
-                ],
-            )
-        })
-        .collect();
-    for child in children {
-        let output = child.wait_with_output().unwrap();
-        let stderr = text(&output.stderr);
-        assert_eq!(output.status.code(), Some(5), "{stderr}");
-        assert!(stderr.contains("different join arguments"), "{stderr}");
+                ];
+                args.extend_from_slice(extra);
+                spawn(path, &args)
+            })
+            .collect();
+        for child in children {
+            let output = child.wait_with_output().unwrap();
+            let stderr = text(&output.stderr);
+            assert_eq!(output.status.code(), Some(5), "{stderr}");
+            assert!(stderr.contains("different join arguments"), "{stderr}");
+            assert!(stderr.contains(needle), "{needle}: {stderr}");
+        }
     }
 }
 
@@ -624,6 +684,22 @@ fn bad_cluster_arguments_are_usage_errors() {
                     "1",
                 ],
                 "at least 2 partitions",
+            ),
+        ),
+        (
+            "a link rate that is not one",
+            (
+                vec![
+                    "--processes",
+                    "2",
+                    "--process",
+                    "0",
+                    "--hostfile",
+                    &hosts,
+                    "--bandwidth",
+                    "fast",
+                ],
+                "such as 100mbit",
             ),
         ),
         (

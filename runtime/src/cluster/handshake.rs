@@ -30,9 +30,10 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-/// The first bytes of every handshake: names the protocol and its version (2: the facts carry
-/// `auto`'s work costs).
-const MAGIC: &[u8; 8] = b"SKJOIN\x00\x02";
+/// The first bytes of every handshake: names the protocol and its version (3: the facts' work
+/// costs weigh the link), so that processes of different versions refuse each other here rather
+/// than misread each other's facts.
+const MAGIC: &[u8; 8] = b"SKJOIN\x00\x03";
 const NONCE_BYTES: usize = 32;
 const HELLO_BYTES: usize = MAGIC.len() + 8 + 8 + NONCE_BYTES;
 const MAC_BYTES: usize = 32;
