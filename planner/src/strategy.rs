@@ -219,6 +219,24 @@ impl Resolved {
         }
     }
 
+    /// The side every worker receives a whole copy of (Broadcast-Join's broadcast side, the IB
+    /// family's small side), which `--metrics` and the browser report as `broadcast_side`;
+    /// `None` for strategies that route each record to one place.
+    pub fn copied_side(&self) -> Option<Side> {
+        match *self {
+            Resolved::Broadcast { side }
+            | Resolved::Ib { small: side }
+            | Resolved::Der { small: side }
+            | Resolved::Ddr { small: side } => Some(side),
+            Resolved::Shuffle
+            | Resolved::Vprp(_)
+            | Resolved::VprpT(_)
+            | Resolved::Am { .. }
+            | Resolved::Tree { .. }
+            | Resolved::TreeBasic { .. } => None,
+        }
+    }
+
     /// The same strategy with AM-Join's and Tree-Join's settings replaced where `tuning` gives
     /// them; strategies without those settings are returned unchanged.
     pub fn tuned(self, tuning: &Tuning) -> Resolved {

@@ -22,7 +22,7 @@ use crate::explain::{HotKey, Plan, SideSummary};
 use crate::generate::{rankings_batch, to_batch, to_side, uservisits_batch};
 use crate::io::{
     check_key_compat, extract_keys, key_kinds, output_schema, read_table, row_hashes, tally_keys,
-    write_table, FileFormat, OutputWriter,
+    write_table, FileFormat, OutputCompression, OutputWriter,
 };
 use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::metrics::{checksum_hex, Metrics};
@@ -307,7 +307,7 @@ struct Prepared {
     read_seconds: f64,
     choice: Choice,
     budget: BroadcastBudget,
-    output_format: Option<FileFormat>,
+    output_encoding: Option<(FileFormat, OutputCompression)>,
 }
 
 /// Checks the arguments, reads both inputs (whole, or with `stream` only what planning needs:
@@ -325,7 +325,7 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
     let explicit = args.format.as_deref().map(FileFormat::parse).transpose()?;
     let left_format = FileFormat::detect(&args.left, explicit)?;
     let right_format = FileFormat::detect(&args.right, explicit)?;
-    let output_format = match &args.output {
+    let output_encoding = match &args.output {
         Some(path) => {
             let explicit = args
                 .output_format
@@ -341,9 +341,14 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
                 ],
             )?;
             check_writable_dir(path, "--output")?;
-            Some(FileFormat::detect_output(path, explicit)?)
+            let format = FileFormat::detect_output(path, explicit)?;
+            output_compression(args, Some(format))?.map(|compression| (format, compression))
         }
-        None => None,
+        None => {
+            // Refuses a --compression without an output.
+            output_compression(args, None)?;
+            None
+        }
     };
     check_metrics_path(args, "the --output file")?;
 
@@ -381,7 +386,7 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
 
     let budget = broadcast_budget(args.broadcast_limit, args.memory_limit, workers);
     // Written, an output pair costs nearly what an input record does; counted, little.
-    let costs = WorkCosts::of_run(1, output_format.is_some());
+    let costs = WorkCosts::of_run(1, output_encoding.is_some());
     let plan_inputs = PlanInputs {
         how,
         left_rows: rows.0,
@@ -426,8 +431,26 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
         read_seconds,
         choice,
         budget,
-        output_format,
+        output_encoding,
     })
+}
+
+/// The codec `--compression` asks for output in `format` (its default where not given);
+/// `None` without an output, where `--compression` is a usage error (one process and a
+/// cluster alike).
+pub(crate) fn output_compression(
+    args: &JoinArgs,
+    format: Option<FileFormat>,
+) -> Result<Option<OutputCompression>> {
+    match format {
+        Some(format) => {
+            OutputCompression::for_output(args.compression.as_deref(), format).map(Some)
+        }
+        None if args.compression.is_some() => Err(Error::Usage(
+            "--compression applies to the written output; give --output too".into(),
+        )),
+        None => Ok(None),
+    }
 }
 
 /// Runs a prepared join: writes the output and metrics files if asked, and returns the metrics.
@@ -441,13 +464,13 @@ fn run_prepared(args: &JoinArgs, prepared: Prepared, progress: &mut Progress) ->
         read_seconds,
         choice,
         budget: _,
-        output_format,
+        output_encoding,
     } = prepared;
-    let output = match (&args.output, output_format) {
-        (Some(path), Some(format)) => {
+    let output = match (&args.output, output_encoding) {
+        (Some(path), Some((format, compression))) => {
             let (left_schema, right_schema) = inputs.schemas();
             let schema = output_schema(left_schema.as_ref(), right_schema.as_ref(), how);
-            let writer = OutputWriter::create(path, format, Arc::clone(&schema))?;
+            let writer = OutputWriter::create(path, format, compression, Arc::clone(&schema))?;
             Some(OutputTarget {
                 writer,
                 schema,
@@ -610,13 +633,7 @@ pub(crate) fn metrics_for(
     read_seconds: f64,
     report: &engine::RunReport,
 ) -> Metrics {
-    let broadcast_side = match choice.resolved {
-        Resolved::Broadcast { side }
-        | Resolved::Ib { small: side }
-        | Resolved::Der { small: side }
-        | Resolved::Ddr { small: side } => Some(side.to_string()),
-        _ => None,
-    };
+    let broadcast_side = choice.resolved.copied_side().map(|side| side.to_string());
     Metrics::new(
         choice.resolved.name(),
         &choice.reason,

@@ -301,10 +301,7 @@ pub fn run_request(request: &DemoRequest) -> Result<DemoResponse, String> {
         let start = now_ms();
         let output = execute_local(&job, CountSink::default())?;
         let elapsed_ms = now_ms() - start;
-        let broadcast_side = match choice.resolved {
-            Resolved::Broadcast { side } => Some(side.to_string()),
-            _ => None,
-        };
+        let broadcast_side = choice.resolved.copied_side().map(|side| side.to_string());
         let loads = &output.loads;
         runs.push(RunOutcome::Ran(Box::new(RunMetrics {
             requested,
@@ -468,6 +465,24 @@ mod tests {
         assert!(run["per_partition"][0]["input_records"].as_u64().is_some());
         assert_eq!(run["checksum"].as_str().unwrap().len(), 16);
         assert_eq!(value["request"]["seed"], 42);
+    }
+
+    /// The IB family copies its small side as Broadcast-Join does, and the page says which, as
+    /// `--metrics` does; a shuffle copies nothing.
+    #[test]
+    fn the_ib_family_reports_its_copied_side() {
+        let text = run_json(
+            r#"{"left_rows": 300, "right_rows": 200, "keys": 20, "partitions": 3, "strategies": ["ib", "der", "ddr", "shuffle"]}"#,
+        )
+        .unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let sides: Vec<Option<&str>> = value["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|run| run["broadcast_side"].as_str())
+            .collect();
+        assert_eq!(sides, [Some("right"), Some("right"), Some("right"), None]);
     }
 
     /// The page draws Tree-Join's rounds, AM-Join's key classes and VPRP's range map from these.
