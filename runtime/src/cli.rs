@@ -103,6 +103,11 @@ pub struct JoinArgs {
     /// Output format, overriding the output's extension: parquet, arrow, csv.
     #[arg(long)]
     pub output_format: Option<String>,
+    /// Output compression: zstd, snappy, lz4 or none. Default: zstd for Parquet (as Polars and
+    /// DataFusion write it), none for Arrow IPC (so that readers can memory-map it; IPC has no
+    /// snappy) and CSV (which is always written plain).
+    #[arg(long)]
+    pub compression: Option<String>,
     /// Write run metrics (per-partition load, imbalance, timings) as JSON here.
     #[arg(long)]
     pub metrics: Option<PathBuf>,

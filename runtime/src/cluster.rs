@@ -56,13 +56,14 @@ use skewjoin_planner::work_costs::WorkCosts;
 use crate::batches::CHUNK_ROWS;
 use crate::cli::JoinArgs;
 use crate::commands::{
-    check_metrics_path, check_writable_dir, join_columns, layout, metrics_for, parse_how,
-    refuse_overwrite, tally_stream, with_vprp_flags, write_atomically,
+    check_metrics_path, check_writable_dir, join_columns, layout, metrics_for, output_compression,
+    parse_how, refuse_overwrite, tally_stream, with_vprp_flags, write_atomically,
 };
 use crate::engine::{FileSource, KeepBatch, RunReport, StreamSide};
 use crate::error::{Error, Result};
 use crate::io::{
-    check_key_compat, output_schema, take_output, FileFormat, OutputWriter, RowStore, Share,
+    check_key_compat, output_schema, take_output, FileFormat, OutputCompression, OutputWriter,
+    RowStore, Share,
 };
 use crate::link;
 use crate::memory::broadcast_budget;
@@ -350,6 +351,7 @@ struct PartLayout {
     how: JoinType,
     dir: PathBuf,
     format: FileFormat,
+    compression: OutputCompression,
     schema: SchemaRef,
     sides: [(SchemaRef, Vec<SortField>); 2],
 }
@@ -375,6 +377,7 @@ impl PartSink {
         let writer = match OutputWriter::create(
             &layout.dir.join(&name),
             layout.format,
+            layout.compression,
             layout.schema.clone(),
         ) {
             Ok(writer) => Some(writer),
@@ -813,6 +816,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
         }
         None => None,
     };
+    let compression = output_compression(&args, output.as_ref().map(|(_, format)| *format))?;
     check_metrics_path(&args, "the --output directory")?;
     let process_metrics = process_metrics_path(&args, process)?;
 
@@ -967,6 +971,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
                 how,
                 dir: staged.clone(),
                 format: *format,
+                compression: compression.unwrap_or(OutputCompression::None),
                 schema,
                 sides: [
                     (left_schema, left_encoder.fields.clone()),

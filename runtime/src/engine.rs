@@ -25,7 +25,9 @@ use skewjoin_planner::Resolved;
 use crate::batches::{InputFile, CHUNK_ROWS};
 use crate::error::{Error, Result};
 use crate::interrupt;
-use crate::io::{for_each_key, row_hashes, take_output, FileFormat, OutputWriter, RowStore, Share};
+use crate::io::{
+    for_each_key, row_hashes, take_output, BatchEncoder, FileFormat, OutputWriter, RowStore, Share,
+};
 use crate::tally::OutputTally;
 
 /// One side of a join, loaded.
@@ -89,7 +91,15 @@ struct Shared {
     how: JoinType,
     left: Arc<RowStore>,
     right: Arc<RowStore>,
-    output: Option<(Mutex<OutputWriter>, SchemaRef)>,
+    output: Option<SharedOutput>,
+}
+
+/// The output file the workers share, and what each of them encodes its rows with before it
+/// takes the file (see [`EncodedBatch`](crate::io::EncodedBatch)).
+struct SharedOutput {
+    writer: Mutex<OutputWriter>,
+    encoder: Arc<BatchEncoder>,
+    schema: SchemaRef,
 }
 
 /// One worker's sink: counts, checksums and (optionally) writes output rows.
@@ -108,22 +118,24 @@ impl RuntimeSink {
         if self.left_rows.is_empty() || self.error.is_some() {
             return;
         }
-        let Some((writer, schema)) = &self.shared.output else {
+        let Some(output) = &self.shared.output else {
             return;
         };
         let result = take_output(
-            schema,
+            &output.schema,
             self.shared.how,
             &self.shared.left,
             &self.shared.right,
             &self.left_rows,
             &self.right_rows,
         )
-        .and_then(|batch| {
-            writer
+        .and_then(|batch| output.encoder.encode(&batch))
+        .and_then(|encoded| {
+            output
+                .writer
                 .lock()
                 .map_err(|_| Error::Internal("an output writer panicked".into()))?
-                .write(&batch)
+                .append(encoded)
         });
         if let Err(error) = result {
             self.error = Some(error);
@@ -405,7 +417,11 @@ where
         how: plan.how,
         left,
         right,
-        output: output.map(|target| (Mutex::new(target.writer), target.schema)),
+        output: output.map(|target| SharedOutput {
+            encoder: target.writer.encoder(),
+            writer: Mutex::new(target.writer),
+            schema: target.schema,
+        }),
     });
     let sink_shared = Arc::clone(&shared);
     let writing = shared.output.is_some();
@@ -430,8 +446,9 @@ where
     }
     let shared = Arc::try_unwrap(shared)
         .map_err(|_| Error::Internal("a worker still holds the output".into()))?;
-    if let Some((writer, _)) = shared.output {
-        let writer = writer
+    if let Some(output) = shared.output {
+        let writer = output
+            .writer
             .into_inner()
             .map_err(|_| Error::Internal("an output writer panicked".into()))?;
         writer

@@ -9,7 +9,7 @@
 
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufWriter, Read};
+use std::io::{self, BufWriter, Read, Write};
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -35,13 +35,16 @@ use arrow::datatypes::{
 };
 use arrow::error::ArrowError;
 use arrow::ipc::reader::{FileReader, StreamReader};
-use arrow::ipc::writer::FileWriter;
+use arrow::ipc::writer::{FileWriter, IpcWriteOptions};
+use arrow::ipc::CompressionType as IpcCompression;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
-use parquet::basic::Compression;
+use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
 use skewjoin_operators::hash::StableHasher;
 use skewjoin_operators::{JoinType, Key, Side};
 use skewjoin_planner::skew_check::KeySink;
@@ -133,6 +136,72 @@ impl fmt::Display for FileFormat {
             FileFormat::Parquet => "parquet",
             FileFormat::ArrowIpc => "arrow",
             FileFormat::Csv => "csv",
+        })
+    }
+}
+
+/// How output files are compressed (`--compression`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputCompression {
+    /// Zstandard (level 1 in Parquet, the library's default level).
+    Zstd,
+    /// Snappy (Parquet only: Arrow IPC has no Snappy codec).
+    Snappy,
+    /// LZ4 (Parquet's `LZ4_RAW`, Arrow IPC's `LZ4_FRAME`).
+    Lz4,
+    /// Uncompressed.
+    None,
+}
+
+impl OutputCompression {
+    /// The codec `requested` names for output in `format`, or the default where nothing is
+    /// requested: zstd for Parquet, as Polars and DataFusion write it (smaller than Snappy at
+    /// about its speed); none for Arrow IPC, whose files readers memory-map, which compression
+    /// prevents, and none for CSV. A codec the format has no place for is [`Error::Usage`] with
+    /// the codecs it does have.
+    pub fn for_output(requested: Option<&str>, format: FileFormat) -> Result<OutputCompression> {
+        let Some(name) = requested else {
+            return Ok(match format {
+                FileFormat::Parquet => OutputCompression::Zstd,
+                FileFormat::ArrowIpc | FileFormat::Csv => OutputCompression::None,
+            });
+        };
+        let codec = match name.to_ascii_lowercase().as_str() {
+            "zstd" => OutputCompression::Zstd,
+            "snappy" => OutputCompression::Snappy,
+            "lz4" => OutputCompression::Lz4,
+            "none" | "uncompressed" => OutputCompression::None,
+            _ => {
+                return Err(Error::Usage(format!(
+                    "--compression {name:?}: use one of zstd, snappy, lz4, none"
+                )))
+            }
+        };
+        match (format, codec) {
+            (FileFormat::Csv, OutputCompression::None)
+            | (FileFormat::Parquet, _)
+            | (
+                FileFormat::ArrowIpc,
+                OutputCompression::Zstd | OutputCompression::Lz4 | OutputCompression::None,
+            ) => Ok(codec),
+            (FileFormat::Csv, _) => Err(Error::Usage(format!(
+                "--compression {name}: CSV output is written uncompressed; write Parquet or \
+                 Arrow IPC to compress it, or leave out --compression"
+            ))),
+            (FileFormat::ArrowIpc, _) => Err(Error::Usage(format!(
+                "--compression {name}: Arrow IPC has no {name} codec; use zstd, lz4 or none"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for OutputCompression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OutputCompression::Zstd => "zstd",
+            OutputCompression::Snappy => "snappy",
+            OutputCompression::Lz4 => "lz4",
+            OutputCompression::None => "none",
         })
     }
 }
@@ -1885,7 +1954,8 @@ pub fn extract_keys(batch: &RecordBatch, columns: &[String], path: &Path) -> Res
 /// hashes the same whether it was read from Parquet, Arrow IPC or CSV: NULL is a fixed marker
 /// word; integers of every width, booleans (0/1), dates, times, timestamps and durations are their
 /// value as `i64` bits; floats are their `f64` bits with `-0.0` as `0.0` and one NaN; strings and
-/// binaries are their bytes. Other types (decimals, nested types, ...) hash their display string.
+/// binaries are their bytes; decimals up to 128 bits wide are their value as `i128` and their
+/// scale. Other types (256-bit decimals, nested types, ...) hash their display string.
 pub fn row_hashes(batch: &RecordBatch) -> Vec<u64> {
     let mut hashers = vec![StableHasher::new(); batch.num_rows()];
     for column in batch.columns() {
@@ -1930,10 +2000,35 @@ fn feed_column(column: &ArrayRef, hashers: &mut [StableHasher]) {
         });
     }
 
+    fn decimal<T: DecimalType>(
+        column: &ArrayRef,
+        hashers: &mut [StableHasher],
+        scale: i8,
+        to_i128: impl Fn(T::Native) -> i128,
+    ) {
+        let values = column.as_primitive::<T>().values();
+        feed_each(column, hashers, |hasher, row| {
+            let value = to_i128(values[row]);
+            hasher.write_u64(value as u64);
+            hasher.write_u64((value >> 64) as u64);
+            hasher.write_u64(scale as u64);
+        });
+    }
+
     match column.data_type() {
         DataType::Null => hashers
             .iter_mut()
             .for_each(|hasher| hasher.write_u64(NULL_WORD)),
+        // Formatting each value to hash its text was a tenth of the CPU of a TPC-H join.
+        DataType::Decimal32(_, scale) => {
+            decimal::<Decimal32Type>(column, hashers, *scale, i128::from)
+        }
+        DataType::Decimal64(_, scale) => {
+            decimal::<Decimal64Type>(column, hashers, *scale, i128::from)
+        }
+        DataType::Decimal128(_, scale) => {
+            decimal::<Decimal128Type>(column, hashers, *scale, |value| value)
+        }
         DataType::Boolean => {
             let values = column.as_boolean();
             feed_each(column, hashers, |hasher, row| {
@@ -2298,84 +2393,46 @@ pub fn take_output(
 // Writing
 // ---------------------------------------------------------------------------------------------
 
-/// The encoder of an [`OutputWriter`].
+/// The file end of an [`OutputWriter`]: what appends encoded rows to the file.
 enum Sink {
-    Parquet(ArrowWriter<BufWriter<WatchedFile>>),
+    /// Row groups encoded by [`BatchEncoder`]s are appended as they are.
+    Parquet(SerializedFileWriter<BufWriter<WatchedFile>>),
     Ipc(FileWriter<BufWriter<WatchedFile>>),
-    Csv(arrow::csv::Writer<BufWriter<WatchedFile>>),
+    /// CSV text, the header written when the file was created.
+    Csv(BufWriter<WatchedFile>),
 }
 
-/// Writes a table as Parquet, Arrow IPC file or CSV (with header) to an output path as
-/// [`crate::output_file`] says: a regular file atomically (batches go to a temporary file in
-/// its directory, which [`finish`](OutputWriter::finish) renames onto it; dropping the writer
-/// without finishing removes it, so a failed run never leaves partial output behind), anything
-/// else (`/dev/null`, a FIFO, `/dev/stdout`) in place, as a stream.
-pub struct OutputWriter {
-    sink: Sink,
+/// Output rows made ready for the file by the worker that produced them: Parquet's column
+/// chunks encoded and compressed, CSV's text formatted. Encoding is most of the cost of
+/// writing (41 % of the CPU of a TPC-H lineitem x orders join written to Parquet), so every
+/// worker encodes its own rows and only [`OutputWriter::append`], which copies bytes, holds
+/// the shared writer. Arrow IPC batches pass through as they are.
+pub struct EncodedBatch(Encoded);
+
+enum Encoded {
+    /// One or more row groups, each the chunks of every column.
+    RowGroups(Vec<Vec<ArrowColumnChunk>>),
+    Csv(Vec<u8>),
+    Ipc(RecordBatch),
+}
+
+/// Encodes batches for an [`OutputWriter`], on any thread; [`OutputWriter::encoder`] gives one.
+pub struct BatchEncoder {
+    format: Encoding,
     schema: SchemaRef,
     path: PathBuf,
-    /// Whether any batch was written: a CSV header is only written with the first batch.
-    wrote_any: bool,
-    /// The first write that failed: an encoder is unusable after it (Parquet's says "Previous
-    /// row group writer was not closed"), so every later write reports this error instead.
-    failed: Option<Error>,
-    /// The first error of the file itself: encoders report it in their own words (the CSV
-    /// writer's lose its kind, so a full disk would read as a CSV error), so it is told from it.
-    file_failure: FileFailure,
-    /// Declared after `sink`, so that the encoder is dropped before a temporary file is deleted.
-    pending: PendingOutput,
 }
 
-// The runtime shares one writer among worker threads behind a mutex.
-const _: fn() = || {
-    fn assert_send<T: Send>() {}
-    assert_send::<OutputWriter>();
-};
+enum Encoding {
+    Parquet(ArrowRowGroupWriterFactory),
+    Csv,
+    Ipc,
+}
 
-impl OutputWriter {
-    /// Starts writing `path` in `format`. An unwritable directory or path is [`Error::Io`]
-    /// naming it.
-    pub fn create(path: &Path, format: FileFormat, schema: SchemaRef) -> Result<OutputWriter> {
-        let (file, pending) = PendingOutput::create(path)?;
-        let (file, file_failure) = WatchedFile::new(file);
-        let file = BufWriter::new(file);
-        let sink = match format {
-            FileFormat::Parquet => {
-                // Row groups of 64 Ki rows rather than the library's 1 Mi, so that the processes
-                // of a cluster, which split a file by row group, each get a share of a file of a
-                // few hundred thousand rows.
-                let properties = WriterProperties::builder()
-                    .set_compression(Compression::SNAPPY)
-                    .set_max_row_group_row_count(Some(WRITE_ROW_GROUP_ROWS))
-                    .build();
-                let writer = ArrowWriter::try_new(file, schema.clone(), Some(properties))
-                    .map_err(|error| parquet_write_error(path, error))?;
-                Sink::Parquet(writer)
-            }
-            FileFormat::ArrowIpc => {
-                let writer = FileWriter::try_new(file, &schema)
-                    .map_err(|error| arrow_write_error(path, format, error))?;
-                Sink::Ipc(writer)
-            }
-            FileFormat::Csv => Sink::Csv(
-                arrow::csv::WriterBuilder::new()
-                    .with_header(true)
-                    .build(file),
-            ),
-        };
-        Ok(OutputWriter {
-            sink,
-            schema,
-            path: path.to_path_buf(),
-            wrote_any: false,
-            failed: None,
-            file_failure,
-            pending,
-        })
-    }
-
-    /// Appends `batch`, which must have the writer's schema.
-    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+impl BatchEncoder {
+    /// Encodes `batch`, which must have the output's schema: a Parquet batch becomes row
+    /// groups of at most [`WRITE_ROW_GROUP_ROWS`] rows.
+    pub fn encode(&self, batch: &RecordBatch) -> Result<EncodedBatch> {
         if batch.schema_ref().fields() != self.schema.fields() {
             return Err(Error::Internal(format!(
                 "writing {}: batch schema {:?} differs from the output schema {:?}",
@@ -2384,26 +2441,210 @@ impl OutputWriter {
                 self.schema.fields()
             )));
         }
+        let path = &self.path;
+        match &self.format {
+            Encoding::Parquet(factory) => {
+                let mut groups = Vec::new();
+                let mut start = 0;
+                while start < batch.num_rows() {
+                    let rows = WRITE_ROW_GROUP_ROWS.min(batch.num_rows() - start);
+                    let group = batch.slice(start, rows);
+                    groups.push(
+                        encode_row_group(factory, &group)
+                            .map_err(|error| parquet_write_error(path, error))?,
+                    );
+                    start += rows;
+                }
+                Ok(EncodedBatch(Encoded::RowGroups(groups)))
+            }
+            Encoding::Csv => {
+                let mut writer = arrow::csv::WriterBuilder::new()
+                    .with_header(false)
+                    .build(Vec::new());
+                writer
+                    .write(batch)
+                    .map_err(|error| arrow_write_error(path, FileFormat::Csv, error))?;
+                Ok(EncodedBatch(Encoded::Csv(writer.into_inner())))
+            }
+            Encoding::Ipc => Ok(EncodedBatch(Encoded::Ipc(batch.clone()))),
+        }
+    }
+}
+
+/// One row group of `batch`: every column encoded and compressed by a column writer of
+/// `factory`.
+fn encode_row_group(
+    factory: &ArrowRowGroupWriterFactory,
+    batch: &RecordBatch,
+) -> std::result::Result<Vec<ArrowColumnChunk>, ParquetError> {
+    // The row group's index only matters to encryption, which is not compiled in.
+    let mut writers = factory.create_column_writers(0)?;
+    let mut leaves = writers.iter_mut();
+    for (field, column) in batch.schema_ref().fields().iter().zip(batch.columns()) {
+        for leaf in compute_leaves(field, column)? {
+            let writer = leaves.next().ok_or_else(|| {
+                ParquetError::General("more leaf columns than column writers".into())
+            })?;
+            writer.write(&leaf)?;
+        }
+    }
+    writers.into_iter().map(|writer| writer.close()).collect()
+}
+
+/// Writes a table as Parquet, Arrow IPC file or CSV (with header) to an output path as
+/// [`crate::output_file`] says: a regular file atomically (batches go to a temporary file in
+/// its directory, which [`finish`](OutputWriter::finish) renames onto it; dropping the writer
+/// without finishing removes it, so a failed run never leaves partial output behind), anything
+/// else (`/dev/null`, a FIFO, `/dev/stdout`) in place, as a stream.
+///
+/// Workers that share one writer encode their batches with an [`encoder`](OutputWriter::encoder)
+/// each and [`append`](OutputWriter::append) them, so that the encoding runs in parallel.
+pub struct OutputWriter {
+    sink: Sink,
+    encoder: Arc<BatchEncoder>,
+    path: PathBuf,
+    /// The first append that failed: an encoder is unusable after it (Parquet's says "Previous
+    /// row group writer was not closed"), so every later append reports this error instead.
+    failed: Option<Error>,
+    /// The first error of the file itself: encoders report it in their own words (the CSV
+    /// writer's lose its kind, so a full disk would read as a CSV error), so it is told from it.
+    file_failure: FileFailure,
+    /// Declared after `sink`, so that the encoder is dropped before a temporary file is deleted.
+    pending: PendingOutput,
+}
+
+// The runtime shares one writer among worker threads behind a mutex, and its encoder without.
+const _: fn() = || {
+    fn assert_send<T: Send>() {}
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send::<OutputWriter>();
+    assert_send::<EncodedBatch>();
+    assert_send_sync::<BatchEncoder>();
+};
+
+impl OutputWriter {
+    /// Starts writing `path` in `format`. An unwritable directory or path is [`Error::Io`]
+    /// naming it.
+    pub fn create(
+        path: &Path,
+        format: FileFormat,
+        compression: OutputCompression,
+        schema: SchemaRef,
+    ) -> Result<OutputWriter> {
+        let (file, pending) = PendingOutput::create(path)?;
+        let (file, file_failure) = WatchedFile::new(file);
+        let mut file = BufWriter::new(file);
+        let (sink, encoding) = match format {
+            FileFormat::Parquet => {
+                let codec = match compression {
+                    OutputCompression::Zstd => Compression::ZSTD(ZstdLevel::default()),
+                    OutputCompression::Snappy => Compression::SNAPPY,
+                    OutputCompression::Lz4 => Compression::LZ4_RAW,
+                    OutputCompression::None => Compression::UNCOMPRESSED,
+                };
+                let properties = WriterProperties::builder().set_compression(codec).build();
+                // The arrow writer puts the Arrow schema in the file's metadata; its row groups
+                // are then made by the workers' encoders, of WRITE_ROW_GROUP_ROWS rows at most
+                // (rather than the library's 1 Mi), so that the processes of a cluster, which
+                // split a file by row group, each get a share of a file of a few hundred
+                // thousand rows.
+                let (writer, factory) =
+                    ArrowWriter::try_new(file, schema.clone(), Some(properties))
+                        .and_then(ArrowWriter::into_serialized_writer)
+                        .map_err(|error| parquet_write_error(path, error))?;
+                (Sink::Parquet(writer), Encoding::Parquet(factory))
+            }
+            FileFormat::ArrowIpc => {
+                let codec = match compression {
+                    OutputCompression::Zstd => Some(IpcCompression::ZSTD),
+                    OutputCompression::Lz4 => Some(IpcCompression::LZ4_FRAME),
+                    OutputCompression::None => None,
+                    OutputCompression::Snappy => {
+                        return Err(Error::Internal(
+                            "Arrow IPC has no Snappy codec; OutputCompression::for_output \
+                             refuses it"
+                                .into(),
+                        ))
+                    }
+                };
+                let options = IpcWriteOptions::default()
+                    .try_with_compression(codec)
+                    .map_err(|error| arrow_write_error(path, format, error))?;
+                let writer = FileWriter::try_new_with_options(file, &schema, options)
+                    .map_err(|error| arrow_write_error(path, format, error))?;
+                (Sink::Ipc(writer), Encoding::Ipc)
+            }
+            FileFormat::Csv => {
+                // The header now, so that an output of no rows has it too.
+                let mut header = arrow::csv::WriterBuilder::new()
+                    .with_header(true)
+                    .build(Vec::new());
+                header
+                    .write(&RecordBatch::new_empty(schema.clone()))
+                    .map_err(|error| arrow_write_error(path, format, error))?;
+                file.write_all(&header.into_inner())
+                    .map_err(|error| file_failure.explain(path, write_error(path, &error)))?;
+                (Sink::Csv(file), Encoding::Csv)
+            }
+        };
+        Ok(OutputWriter {
+            sink,
+            encoder: Arc::new(BatchEncoder {
+                format: encoding,
+                schema,
+                path: path.to_path_buf(),
+            }),
+            path: path.to_path_buf(),
+            failed: None,
+            file_failure,
+            pending,
+        })
+    }
+
+    /// What encodes batches for this writer, on any thread.
+    pub fn encoder(&self) -> Arc<BatchEncoder> {
+        Arc::clone(&self.encoder)
+    }
+
+    /// Appends `batch`, which must have the writer's schema: [`encoder`](Self::encoder)'s
+    /// encoding and [`append`](Self::append) in one.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let encoded = self.encoder.encode(batch)?;
+        self.append(encoded)
+    }
+
+    /// Appends rows that this writer's [`encoder`](Self::encoder) encoded.
+    pub fn append(&mut self, encoded: EncodedBatch) -> Result<()> {
         if let Some(error) = &self.failed {
             return Err(error.clone());
         }
         let path = &self.path;
-        let written = match &mut self.sink {
-            Sink::Parquet(writer) => writer
-                .write(batch)
+        let written = match (&mut self.sink, encoded.0) {
+            (Sink::Parquet(writer), Encoded::RowGroups(groups)) => groups
+                .into_iter()
+                .try_for_each(|chunks| {
+                    let mut group = writer.next_row_group()?;
+                    for chunk in chunks {
+                        chunk.append_to_row_group(&mut group)?;
+                    }
+                    group.close().map(drop)
+                })
                 .map_err(|error| parquet_write_error(path, error)),
-            Sink::Ipc(writer) => writer
-                .write(batch)
+            (Sink::Ipc(writer), Encoded::Ipc(batch)) => writer
+                .write(&batch)
                 .map_err(|error| arrow_write_error(path, FileFormat::ArrowIpc, error)),
-            Sink::Csv(writer) => writer
-                .write(batch)
-                .map_err(|error| arrow_write_error(path, FileFormat::Csv, error)),
+            (Sink::Csv(file), Encoded::Csv(text)) => file
+                .write_all(&text)
+                .map_err(|error| write_error(path, &error)),
+            _ => Err(Error::Internal(format!(
+                "writing {}: rows encoded for another format",
+                path.display()
+            ))),
         };
         let written = written.map_err(|error| self.file_failure.explain(path, error));
         if let Err(error) = &written {
             self.failed = Some(error.clone());
         }
-        self.wrote_any = true;
         written
     }
 
@@ -2412,9 +2653,8 @@ impl OutputWriter {
     pub fn finish(self) -> Result<()> {
         let OutputWriter {
             sink,
-            schema,
+            encoder: _,
             path,
-            wrote_any,
             failed,
             file_failure,
             pending,
@@ -2430,15 +2670,7 @@ impl OutputWriter {
                 Sink::Ipc(writer) => writer
                     .into_inner()
                     .map_err(|error| arrow_write_error(&path, FileFormat::ArrowIpc, error))?,
-                Sink::Csv(mut writer) => {
-                    if !wrote_any {
-                        // The header goes out with the first batch; an empty table still needs it.
-                        writer
-                            .write(&RecordBatch::new_empty(schema))
-                            .map_err(|error| arrow_write_error(&path, FileFormat::Csv, error))?;
-                    }
-                    writer.into_inner()
-                }
+                Sink::Csv(file) => file,
             };
             buffered
                 .into_inner()
@@ -2476,9 +2708,15 @@ fn parquet_write_error(path: &Path, error: ParquetError) -> Error {
     ))
 }
 
-/// Writes a whole table to `path` in `format`, atomically (see [`OutputWriter`]).
+/// Writes a whole table to `path` in `format`, atomically (see [`OutputWriter`]), Parquet with
+/// snappy as `tpchgen-cli` and DuckDB write it: `gen`'s inputs. Snappy's framing also makes a
+/// corrupt page an error when it is read, where a zstd page can decode to other values.
 pub fn write_table(path: &Path, format: FileFormat, batch: &RecordBatch) -> Result<()> {
-    let mut writer = OutputWriter::create(path, format, batch.schema())?;
+    let compression = match format {
+        FileFormat::Parquet => OutputCompression::Snappy,
+        FileFormat::ArrowIpc | FileFormat::Csv => OutputCompression::None,
+    };
+    let mut writer = OutputWriter::create(path, format, compression, batch.schema())?;
     writer.write(batch)?;
     writer.finish()
 }
@@ -2588,6 +2826,124 @@ mod tests {
             table.num_rows(),
             "different rows hash apart"
         );
+    }
+
+    /// Every codec a format has round-trips, and is the codec the file says it was written
+    /// with: Parquet's column chunks name it; an Arrow IPC file compressed is smaller than one
+    /// that is not, for a column that repeats.
+    #[test]
+    fn every_output_codec_round_trips() {
+        let dir = TempDir::new().unwrap();
+        let repeated: Vec<i64> = (0..20_000).map(|row| row % 7).collect();
+        let table = RecordBatch::try_from_iter([(
+            "value",
+            Arc::new(Int64Array::from(repeated)) as ArrayRef,
+        )])
+        .unwrap();
+        let write = |format: FileFormat, codec: &str| {
+            let compression = OutputCompression::for_output(Some(codec), format).unwrap();
+            let path = dir.path().join(format!("{codec}.{format}"));
+            let mut writer =
+                OutputWriter::create(&path, format, compression, table.schema()).unwrap();
+            writer.write(&table).unwrap();
+            writer.finish().unwrap();
+            let back = read_table(&path, format).unwrap();
+            assert_eq!(back.columns(), table.columns(), "{format} {codec}");
+            path
+        };
+        for (codec, expected) in [
+            ("zstd", "ZSTD"),
+            ("snappy", "SNAPPY"),
+            ("lz4", "LZ4_RAW"),
+            ("none", "UNCOMPRESSED"),
+        ] {
+            let path = write(FileFormat::Parquet, codec);
+            let reader =
+                parquet::file::reader::SerializedFileReader::new(File::open(&path).unwrap())
+                    .unwrap();
+            use parquet::file::reader::FileReader as _;
+            let written = reader.metadata().row_group(0).column(0).compression();
+            assert!(
+                written.to_string().starts_with(expected),
+                "{codec}: {written}"
+            );
+        }
+        let size = |path: PathBuf| std::fs::metadata(path).unwrap().len();
+        let plain = size(write(FileFormat::ArrowIpc, "none"));
+        for codec in ["zstd", "lz4"] {
+            let compressed = size(write(FileFormat::ArrowIpc, codec));
+            assert!(
+                compressed * 4 < plain,
+                "{codec}: {compressed} of {plain} bytes"
+            );
+        }
+    }
+
+    /// Nothing asked, Parquet is zstd and the others plain; a codec a format has no place for,
+    /// or no codec at all, is a usage error that says what to give instead.
+    #[test]
+    fn compression_defaults_and_refusals() {
+        let default = |format| OutputCompression::for_output(None, format).unwrap();
+        assert_eq!(default(FileFormat::Parquet), OutputCompression::Zstd);
+        assert_eq!(default(FileFormat::ArrowIpc), OutputCompression::None);
+        assert_eq!(default(FileFormat::Csv), OutputCompression::None);
+        assert_eq!(
+            OutputCompression::for_output(Some("NONE"), FileFormat::Csv).unwrap(),
+            OutputCompression::None
+        );
+        for (codec, format, says) in [
+            ("snappy", FileFormat::ArrowIpc, "use zstd, lz4 or none"),
+            (
+                "zstd",
+                FileFormat::Csv,
+                "CSV output is written uncompressed",
+            ),
+            ("gzip", FileFormat::Parquet, "zstd, snappy, lz4, none"),
+        ] {
+            match OutputCompression::for_output(Some(codec), format) {
+                Err(Error::Usage(message)) => {
+                    assert!(message.contains(says), "{codec} {format}: {message}")
+                }
+                other => panic!("{codec} {format}: expected a usage error, got {other:?}"),
+            }
+        }
+    }
+
+    /// A decimal hashes as its value and scale, whatever its width: the same numbers at 32,
+    /// 64 and 128 bits hash alike, another value, another scale or a NULL apart.
+    #[test]
+    fn decimals_hash_by_value_and_scale_at_every_width() {
+        use arrow::array::{Decimal128Array, Decimal32Array, Decimal64Array};
+        let hashes =
+            |array: ArrayRef| row_hashes(&RecordBatch::try_from_iter([("d", array)]).unwrap());
+        let values = [Some(150), Some(-1), Some(0), None];
+        let narrow = hashes(Arc::new(
+            Decimal32Array::from(values.to_vec())
+                .with_precision_and_scale(9, 2)
+                .unwrap(),
+        ));
+        let middle = hashes(Arc::new(
+            Decimal64Array::from(values.map(|v| v.map(i64::from)).to_vec())
+                .with_precision_and_scale(15, 2)
+                .unwrap(),
+        ));
+        let wide = hashes(Arc::new(
+            Decimal128Array::from(values.map(|v| v.map(i128::from)).to_vec())
+                .with_precision_and_scale(38, 2)
+                .unwrap(),
+        ));
+        assert_eq!(narrow, middle);
+        assert_eq!(narrow, wide);
+        let mut distinct = wide.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 4, "150, -1, 0 and NULL hash apart");
+        let rescaled = hashes(Arc::new(
+            Decimal128Array::from(values.map(|v| v.map(i128::from)).to_vec())
+                .with_precision_and_scale(38, 3)
+                .unwrap(),
+        ));
+        assert_ne!(rescaled[0], wide[0], "1.50 and 0.150 differ");
     }
 
     #[test]
@@ -3226,7 +3582,13 @@ mod tests {
         let dir = TempDir::new().unwrap();
         let path = dir.path().join("out.parquet");
         let table = sample();
-        let mut writer = OutputWriter::create(&path, FileFormat::Parquet, table.schema()).unwrap();
+        let mut writer = OutputWriter::create(
+            &path,
+            FileFormat::Parquet,
+            OutputCompression::Zstd,
+            table.schema(),
+        )
+        .unwrap();
         writer.write(&table).unwrap();
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
@@ -3242,7 +3604,12 @@ mod tests {
     fn writing_into_a_missing_directory_is_an_io_error() {
         let dir = TempDir::new().unwrap();
         let path = dir.path().join("no/such/dir/out.csv");
-        match OutputWriter::create(&path, FileFormat::Csv, sample().schema()) {
+        match OutputWriter::create(
+            &path,
+            FileFormat::Csv,
+            OutputCompression::None,
+            sample().schema(),
+        ) {
             Err(Error::Io(message)) => {
                 assert!(message.contains("out.csv"), "{message}");
                 assert!(message.contains("does not exist"), "{message}");
@@ -3262,10 +3629,15 @@ mod tests {
         let path = dir.path().join("out.csv");
         std::fs::write(&path, "old contents\n").unwrap();
         let table = sample();
-        OutputWriter::create(&path, FileFormat::Csv, table.schema())
-            .unwrap()
-            .finish()
-            .unwrap();
+        OutputWriter::create(
+            &path,
+            FileFormat::Csv,
+            OutputCompression::None,
+            table.schema(),
+        )
+        .unwrap()
+        .finish()
+        .unwrap();
         let back = read_table(&path, FileFormat::Csv).unwrap();
         assert_eq!(back.num_rows(), 0);
         assert_eq!(

@@ -570,3 +570,52 @@ fn an_output_of_unknown_format_is_advised_output_format() {
     );
     assert_success(&output, "--output-format csv");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Compression
+// ---------------------------------------------------------------------------------------------
+
+/// The codec of the first column chunk of a Parquet file, as the file names it.
+fn parquet_codec(path: &Path) -> String {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let reader = SerializedFileReader::new(File::open(path).unwrap()).unwrap();
+    reader
+        .metadata()
+        .row_group(0)
+        .column(0)
+        .compression()
+        .to_string()
+}
+
+#[test]
+fn parquet_output_is_zstd_unless_told_and_a_codec_a_format_lacks_is_refused() {
+    let dir = inputs();
+    let output = skewjoin(dir.path(), &join_args(&["-o", "default.parquet"]));
+    assert_success(&output, "default compression");
+    assert!(parquet_codec(&dir.path().join("default.parquet")).starts_with("ZSTD"));
+    let output = skewjoin(
+        dir.path(),
+        &join_args(&["-o", "lz4.parquet", "--compression", "lz4"]),
+    );
+    assert_success(&output, "--compression lz4");
+    assert_eq!(parquet_codec(&dir.path().join("lz4.parquet")), "LZ4_RAW");
+    for (args, says, written) in [
+        (
+            &["-o", "out.csv", "--compression", "zstd"][..],
+            "CSV output is written uncompressed",
+            Some("out.csv"),
+        ),
+        (
+            &["-o", "out.arrow", "--compression", "snappy"][..],
+            "use zstd, lz4 or none",
+            Some("out.arrow"),
+        ),
+        (&["--compression", "zstd"][..], "give --output too", None),
+    ] {
+        let output = skewjoin(dir.path(), &join_args(args));
+        assert_fails(&output, 2, &["--compression", says]);
+        if let Some(name) = written {
+            assert!(!dir.path().join(name).exists(), "{name} was not written");
+        }
+    }
+}
