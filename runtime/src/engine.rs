@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arrow::array::RecordBatch;
+use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
 use skewjoin_operators::{JoinType, Key, LoadReport, Side};
 use skewjoin_planner::exec::{execute, JobOutput, JoinJob, PairSink, RowRef};
@@ -100,6 +101,8 @@ struct SharedOutput {
     writer: Mutex<OutputWriter>,
     encoder: Arc<BatchEncoder>,
     schema: SchemaRef,
+    /// Each worker's last batch, shorter than a row group, written together at the end.
+    rests: Mutex<Vec<RecordBatch>>,
 }
 
 /// One worker's sink: counts, checksums and (optionally) writes output rows.
@@ -114,7 +117,11 @@ struct RuntimeSink {
 }
 
 impl RuntimeSink {
-    fn flush(&mut self) {
+    /// Writes the rows gathered so far: a whole batch as its own row group, encoded here; a
+    /// worker's last, shorter batch (`last`) is set aside, and the rest of all workers are
+    /// written together at the end, so that every row group but the file's last has 64 Ki
+    /// rows and a later run can cut the file between them.
+    fn flush(&mut self, last: bool) {
         if self.left_rows.is_empty() || self.error.is_some() {
             return;
         }
@@ -129,8 +136,16 @@ impl RuntimeSink {
             &self.left_rows,
             &self.right_rows,
         )
-        .and_then(|batch| output.encoder.encode(&batch))
-        .and_then(|encoded| {
+        .and_then(|batch| {
+            if last && batch.num_rows() < WRITE_BATCH_ROWS {
+                output
+                    .rests
+                    .lock()
+                    .map_err(|_| Error::Internal("an output writer panicked".into()))?
+                    .push(batch);
+                return Ok(());
+            }
+            let encoded = output.encoder.encode(&batch)?;
             output
                 .writer
                 .lock()
@@ -160,7 +175,7 @@ impl PairSink for RuntimeSink {
             self.left_rows.push(left.map_or(PAD, |row| row.0));
             self.right_rows.push(right.map_or(PAD, |row| row.0));
             if self.left_rows.len() >= WRITE_BATCH_ROWS {
-                self.flush();
+                self.flush(false);
             }
         }
     }
@@ -192,7 +207,7 @@ impl PairSink for RuntimeSink {
     }
 
     fn finish(mut self) -> std::result::Result<Self::Summary, String> {
-        self.flush();
+        self.flush(true);
         Ok((self.tally.rows, self.tally.checksum, self.error))
     }
 }
@@ -421,6 +436,7 @@ where
             encoder: target.writer.encoder(),
             writer: Mutex::new(target.writer),
             schema: target.schema,
+            rests: Mutex::new(Vec::new()),
         }),
     });
     let sink_shared = Arc::clone(&shared);
@@ -447,10 +463,22 @@ where
     let shared = Arc::try_unwrap(shared)
         .map_err(|_| Error::Internal("a worker still holds the output".into()))?;
     if let Some(output) = shared.output {
-        let writer = output
+        let mut writer = output
             .writer
             .into_inner()
             .map_err(|_| Error::Internal("an output writer panicked".into()))?;
+        let rests = output
+            .rests
+            .into_inner()
+            .map_err(|_| Error::Internal("an output writer panicked".into()))?;
+        if !rests.is_empty() {
+            let rest = concat_batches(&output.schema, &rests).map_err(|error| {
+                Error::Internal(format!(
+                    "joining the workers' last output rows failed: {error}"
+                ))
+            })?;
+            writer.write(&rest)?;
+        }
         writer
             .finish()
             .map_err(|error| match (error, &output_path) {

@@ -2406,7 +2406,8 @@ enum Sink {
 /// chunks encoded and compressed, CSV's text formatted. Encoding is most of the cost of
 /// writing (41 % of the CPU of a TPC-H lineitem x orders join written to Parquet), so every
 /// worker encodes its own rows and only [`OutputWriter::append`], which copies bytes, holds
-/// the shared writer. Arrow IPC batches pass through as they are.
+/// the shared writer. Arrow IPC batches pass through as they are (arrow's IPC file writer takes
+/// no encoded batches), so IPC's encoding and any `--compression` of it still run in turns.
 pub struct EncodedBatch(Encoded);
 
 enum Encoded {
@@ -2506,8 +2507,8 @@ pub struct OutputWriter {
     /// The first append that failed: an encoder is unusable after it (Parquet's says "Previous
     /// row group writer was not closed"), so every later append reports this error instead.
     failed: Option<Error>,
-    /// The first error of the file itself: encoders report it in their own words (the CSV
-    /// writer's lose its kind, so a full disk would read as a CSV error), so it is told from it.
+    /// The first error of the file itself: encoders report it in their own words (Parquet's
+    /// and IPC's may lose its kind), so it is told from it.
     file_failure: FileFailure,
     /// Declared after `sink`, so that the encoder is dropped before a temporary file is deleted.
     pending: PendingOutput,
@@ -2609,8 +2610,17 @@ impl OutputWriter {
     /// Appends `batch`, which must have the writer's schema: [`encoder`](Self::encoder)'s
     /// encoding and [`append`](Self::append) in one.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let encoded = self.encoder.encode(batch)?;
-        self.append(encoded)
+        // A row group at a time, so that a whole table is never held encoded.
+        let mut start = 0;
+        loop {
+            let rows = WRITE_ROW_GROUP_ROWS.min(batch.num_rows() - start);
+            let encoded = self.encoder.encode(&batch.slice(start, rows))?;
+            self.append(encoded)?;
+            start += rows;
+            if start >= batch.num_rows() {
+                return Ok(());
+            }
+        }
     }
 
     /// Appends rows that this writer's [`encoder`](Self::encoder) encoded.
@@ -2709,8 +2719,9 @@ fn parquet_write_error(path: &Path, error: ParquetError) -> Error {
 }
 
 /// Writes a whole table to `path` in `format`, atomically (see [`OutputWriter`]), Parquet with
-/// snappy as `tpchgen-cli` and DuckDB write it: `gen`'s inputs. Snappy's framing also makes a
-/// corrupt page an error when it is read, where a zstd page can decode to other values.
+/// snappy as `tpchgen-cli` and DuckDB write it: `gen`'s inputs. (Parquet pages carry no
+/// checksum; a page of `gen`'s overwritten in tests/cli.rs fails to decode as snappy, where as
+/// zstd it decoded to other values.)
 pub fn write_table(path: &Path, format: FileFormat, batch: &RecordBatch) -> Result<()> {
     let compression = match format {
         FileFormat::Parquet => OutputCompression::Snappy,

@@ -14,7 +14,8 @@ pub struct Metrics {
     pub strategy: String,
     /// Why the planner chose it.
     pub strategy_reason: String,
-    /// For Broadcast-Join, the side copied to every worker.
+    /// The side copied whole to every worker: Broadcast-Join's, and the small side of IB-Join,
+    /// DER and DDR (`Resolved::copied_side`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub broadcast_side: Option<String>,
     /// The join type.

@@ -619,3 +619,44 @@ fn parquet_output_is_zstd_unless_told_and_a_codec_a_format_lacks_is_refused() {
         }
     }
 }
+
+/// Two workers finish at different times, yet every row group but the last is a whole 64 Ki
+/// rows, so that a later join can cut the file between its row groups.
+#[test]
+fn parquet_output_row_groups_are_whole_but_the_last() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let dir = TempDir::new().unwrap();
+    let output = skewjoin(
+        dir.path(),
+        &["gen", "--out", ".", "--rows", "20000", "--keys", "2000"],
+    );
+    assert_success(&output, "gen");
+    let output = skewjoin(
+        dir.path(),
+        &[
+            "join",
+            "left.parquet",
+            "right.parquet",
+            "--on",
+            "key",
+            "-w",
+            "2",
+            "-q",
+            "-o",
+            "out.parquet",
+        ],
+    );
+    assert_success(&output, "join");
+    let reader =
+        SerializedFileReader::new(File::open(dir.path().join("out.parquet")).unwrap()).unwrap();
+    let groups: Vec<i64> = reader
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|group| group.num_rows())
+        .collect();
+    assert!(groups.len() >= 3, "{groups:?}");
+    let (last, whole) = groups.split_last().unwrap();
+    assert!(whole.iter().all(|&rows| rows == 65_536), "{groups:?}");
+    assert!((1..=65_536).contains(last), "{groups:?}");
+}

@@ -119,7 +119,8 @@ pub struct RunMetrics {
     pub strategy: String,
     /// Why the planner chose it.
     pub strategy_reason: String,
-    /// For Broadcast-Join, the side copied to every worker.
+    /// The side copied whole to every worker: Broadcast-Join's, and the small side of IB-Join,
+    /// DER and DDR (`Resolved::copied_side`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub broadcast_side: Option<String>,
     /// Every choice the planner made, as the planner serialises it.
