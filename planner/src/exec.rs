@@ -110,9 +110,19 @@ pub trait PairSink<V = RowRef>: 'static {
         }
     }
 
+    /// Whether the run is no longer wanted (its caller was interrupted, its reader went away):
+    /// the workers then stop between steps, drop the join and fail with [`STOPPED`], and
+    /// [`PairSink::finish`] is not called. Asked between steps, not per row.
+    fn stopped(&self) -> bool {
+        false
+    }
+
     /// Called once after the last row.
     fn finish(self) -> Result<Self::Summary, String>;
 }
+
+/// The error of a run whose sink said it was [stopped](PairSink::stopped).
+pub const STOPPED: &str = "the join was stopped before it finished";
 
 /// A worker's sink as the join's logic: every output row goes to the sink, a group of pairs in
 /// one call (and one borrow).
@@ -346,15 +356,33 @@ pub(crate) struct WorkerOutput<S> {
 /// threads and from other work on the machine, and on a machine with more workers than cores,
 /// from the workers that have work.
 pub(crate) fn step_until_done(worker: &mut Worker, probe: &ProbeHandle<u32>) {
+    step_until_done_or_stopped(worker, probe, &|| false);
+}
+
+/// How long a parked worker sleeps at most before it looks at its sink's
+/// [`PairSink::stopped`] again: a worker waiting on a busier one is woken by nothing else.
+const PARK_AT_MOST: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// [`step_until_done`], until `stopped` says the run is no longer wanted (it is asked between
+/// steps); returns whether it stopped early.
+pub(crate) fn step_until_done_or_stopped(
+    worker: &mut Worker,
+    probe: &ProbeHandle<u32>,
+    stopped: &dyn Fn() -> bool,
+) -> bool {
     while !probe.done() {
+        if stopped() {
+            return true;
+        }
         // The browser's single worker runs on the page's thread, which must not park; it has
         // no one to wait for.
         if cfg!(target_arch = "wasm32") {
             worker.step();
         } else {
-            worker.step_or_park(None);
+            worker.step_or_park(Some(PARK_AT_MOST));
         }
     }
+    false
 }
 
 /// The value of a row that carries only its number and hash.
@@ -563,8 +591,11 @@ where
     }
     left_input.close();
     right_input.close();
-    step_until_done(worker, &probe);
-    // Drop the finished dataflows, and with them their handles on the sink, rather than step
+    let stopped = step_until_done_or_stopped(worker, &probe, &|| sink.borrow().stopped());
+    if stopped && failure.is_none() {
+        failure = Some(STOPPED.to_string());
+    }
+    // Drop the finished (or stopped) dataflows, and with them their handles on the sink, rather than step
     // until timely tears them down (which a dataflow with a loop may never let happen on its own).
     for dataflow in worker.installed_dataflows() {
         worker.drop_dataflow(dataflow);

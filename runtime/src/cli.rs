@@ -65,8 +65,25 @@ pub struct RunArgs {
     #[arg(long, default_value_t = skewjoin_planner::vprp::DEFAULT_VIRTUAL_PER_PARTITION)]
     pub virtual_per_partition: u32,
     /// VPRP: the fraction of records sampled to plan the key ranges (0..1).
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = DEFAULT_SAMPLE_FRACTION)]
     pub sample_fraction: f64,
+}
+
+/// VPRP's default sampled fraction of the records.
+pub const DEFAULT_SAMPLE_FRACTION: f64 = 0.05;
+
+/// The flags' defaults, for callers that build a run without a command line
+/// ([`crate::tables`]).
+impl Default for RunArgs {
+    fn default() -> RunArgs {
+        RunArgs {
+            how: "inner".into(),
+            workers: None,
+            partitions: None,
+            virtual_per_partition: skewjoin_planner::vprp::DEFAULT_VIRTUAL_PER_PARTITION,
+            sample_fraction: DEFAULT_SAMPLE_FRACTION,
+        }
+    }
 }
 
 /// `skewjoin join`.
@@ -146,6 +163,19 @@ pub struct JoinArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+}
+
+impl JoinArgs {
+    /// AM-Join's and Tree-Join's settings from the flags.
+    pub fn tuning(&self) -> skewjoin_planner::Tuning {
+        skewjoin_planner::Tuning {
+            hot_per_mille: self.hot_per_mille,
+            broadcast_per_mille: self.broadcast_per_mille,
+            leaf: self.leaf,
+            fanout: self.fanout,
+            statistics: self.statistics,
+        }
+    }
 }
 
 /// The data generator's flags, shared by `gen` and `demo`.

@@ -50,7 +50,7 @@ use skewjoin_planner::exec_cluster::{
 };
 use skewjoin_planner::exec_stream::StreamJob;
 use skewjoin_planner::skew_check::{KeySample, SkewFinding};
-use skewjoin_planner::strategy::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
+use skewjoin_planner::strategy::{choose, Choice, PlanInputs, Resolved, Strategy};
 use skewjoin_planner::work_costs::WorkCosts;
 
 use crate::batches::CHUNK_ROWS;
@@ -726,13 +726,7 @@ fn cluster_choice(
         };
     }
     let mut choice = with_vprp_flags(choice, &args.run).map_err(|error| error.to_string())?;
-    choice.resolved = choice.resolved.tuned(&Tuning {
-        hot_per_mille: args.hot_per_mille,
-        broadcast_per_mille: args.broadcast_per_mille,
-        leaf: args.leaf,
-        fanout: args.fanout,
-        statistics: args.statistics,
-    });
+    choice.resolved = choice.resolved.tuned(&args.tuning());
     Ok(choice)
 }
 

@@ -21,8 +21,8 @@ use crate::error::{Error, Result};
 use crate::explain::{HotKey, Plan, SideSummary};
 use crate::generate::{rankings_batch, to_batch, to_side, uservisits_batch};
 use crate::io::{
-    check_key_compat, extract_keys, key_kinds, output_schema, read_table, row_hashes, tally_keys,
-    write_table, FileFormat, OutputCompression, OutputWriter,
+    check_key_compat, extract_keys, output_schema, read_table, tally_keys, write_table, FileFormat,
+    OutputCompression, OutputWriter,
 };
 use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::metrics::{checksum_hex, Metrics};
@@ -108,15 +108,12 @@ pub(crate) fn layout(run: &RunArgs) -> Result<(usize, usize)> {
 
 fn load_side(path: &Path, format: FileFormat, columns: &[String]) -> Result<SideData> {
     let batch = read_table(path, format)?;
-    key_kinds(batch.schema().as_ref(), columns, path)?;
-    let keys = extract_keys(&batch, columns, path)?;
-    let hashes = row_hashes(&batch);
-    Ok(SideData {
-        name: path.display().to_string(),
-        keys: keys.into(),
-        hashes: hashes.into(),
-        batch,
-    })
+    SideData::from_batches(
+        &path.display().to_string(),
+        batch.schema(),
+        vec![batch],
+        columns,
+    )
 }
 
 /// Whether two paths name the same file, whether or not it exists yet.
@@ -222,7 +219,7 @@ enum Inputs {
 impl Inputs {
     fn schemas(&self) -> (SchemaRef, SchemaRef) {
         match self {
-            Inputs::Loaded(left, right) => (left.batch.schema(), right.batch.schema()),
+            Inputs::Loaded(left, right) => (Arc::clone(&left.schema), Arc::clone(&right.schema)),
             Inputs::Streamed(left, right) => (
                 Arc::clone(&left.input.schema),
                 Arc::clone(&right.input.schema),
@@ -295,6 +292,63 @@ fn streamed_skew(
         }
     }
     Ok(found)
+}
+
+/// What a join's strategy is chosen from, whatever its inputs are (files or tables in memory).
+pub(crate) struct PlanRequest<'a> {
+    /// The strategy asked for.
+    pub strategy: Strategy,
+    /// The join type.
+    pub how: JoinType,
+    /// W.
+    pub workers: usize,
+    /// The row counts of the two sides.
+    pub rows: (u64, u64),
+    /// Whether the output rows are written (a pair then costs nearly what an input record
+    /// does), not only counted.
+    pub written: bool,
+    /// VPRP's settings.
+    pub run: &'a RunArgs,
+    /// AM-Join's and Tree-Join's settings.
+    pub tuning: &'a Tuning,
+    /// `--broadcast-limit`.
+    pub broadcast_limit: Option<u64>,
+    /// `--memory-limit`.
+    pub memory_limit: Option<u64>,
+}
+
+/// Chooses the strategy of a join (one rule for files and tables): the one asked for, or
+/// `auto`'s choice from the sizes and the broadcast budget, and where that would shuffle, from
+/// the keys' skew (`skew` looks at them, given the costs of the run; it is called only then);
+/// then VPRP's settings and the tuning. Returns the choice and the budget it was made with.
+pub(crate) fn choose_strategy(
+    request: &PlanRequest,
+    skew: impl FnOnce(WorkCosts) -> Result<Option<SkewFinding>>,
+) -> Result<(Choice, BroadcastBudget)> {
+    let budget = broadcast_budget(
+        request.broadcast_limit,
+        request.memory_limit,
+        request.workers,
+    );
+    let costs = WorkCosts::of_run(1, request.written);
+    let plan_inputs = PlanInputs {
+        how: request.how,
+        left_rows: request.rows.0,
+        right_rows: request.rows.1,
+        workers: request.workers,
+        broadcast_limit: budget.rows,
+        costs,
+    };
+    let mut choice = choose(request.strategy, &plan_inputs).map_err(Error::Usage)?;
+    choice = with_vprp_flags(choice, request.run)?;
+    // auto: with a hash partitioning made uneven by a hot key, AM-Join instead of Shuffle-Join.
+    if request.strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
+        if let Some(finding) = skew(costs)? {
+            choice = finding.decide(choice, &plan_inputs);
+        }
+    }
+    choice.resolved = choice.resolved.tuned(request.tuning);
+    Ok((choice, budget))
 }
 
 /// A join with its inputs loaded or opened, and its strategy chosen.
@@ -384,44 +438,36 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
         rows.1
     ));
 
-    let budget = broadcast_budget(args.broadcast_limit, args.memory_limit, workers);
-    // Written, an output pair costs nearly what an input record does; counted, little.
-    let costs = WorkCosts::of_run(1, output_encoding.is_some());
-    let plan_inputs = PlanInputs {
-        how,
-        left_rows: rows.0,
-        right_rows: rows.1,
-        workers,
-        broadcast_limit: budget.rows,
-        costs,
-    };
-    let mut choice = choose(strategy, &plan_inputs).map_err(Error::Usage)?;
-    choice = with_vprp_flags(choice, &args.run)?;
-    // auto: with a hash partitioning made uneven by a hot key, AM-Join instead of Shuffle-Join.
-    if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
-        let skew = match &inputs {
-            Inputs::Loaded(left, right) => {
-                skew_reason(&left.keys, &right.keys, partitions, workers, costs)
-            }
+    let written = output_encoding.is_some();
+    let (choice, budget) = choose_strategy(
+        &PlanRequest {
+            strategy,
+            how,
+            workers,
+            rows,
+            written,
+            run: &args.run,
+            tuning: &args.tuning(),
+            broadcast_limit: args.broadcast_limit,
+            memory_limit: args.memory_limit,
+        },
+        |costs| match &inputs {
+            Inputs::Loaded(left, right) => Ok(skew_reason(
+                &left.keys,
+                &right.keys,
+                partitions,
+                workers,
+                costs,
+            )),
             Inputs::Streamed(left, right) => {
                 progress.say("reading the keys to check them for skew");
                 let keys_start = Instant::now();
                 let skew = streamed_skew(left, right, partitions, workers, costs)?;
                 read_seconds += keys_start.elapsed().as_secs_f64();
-                skew
+                Ok(skew)
             }
-        };
-        if let Some(finding) = skew {
-            choice = finding.decide(choice, &plan_inputs);
-        }
-    }
-    choice.resolved = choice.resolved.tuned(&Tuning {
-        hot_per_mille: args.hot_per_mille,
-        broadcast_per_mille: args.broadcast_per_mille,
-        leaf: args.leaf,
-        fanout: args.fanout,
-        statistics: args.statistics,
-    });
+        },
+    )?;
     Ok(Prepared {
         how,
         workers,
@@ -471,7 +517,7 @@ fn run_prepared(args: &JoinArgs, prepared: Prepared, progress: &mut Progress) ->
             let (left_schema, right_schema) = inputs.schemas();
             let schema = output_schema(left_schema.as_ref(), right_schema.as_ref(), how);
             let writer = OutputWriter::create(path, format, compression, Arc::clone(&schema))?;
-            Some(OutputTarget {
+            Some(OutputTarget::File {
                 writer,
                 schema,
                 path: path.clone(),
@@ -496,7 +542,7 @@ fn run_prepared(args: &JoinArgs, prepared: Prepared, progress: &mut Progress) ->
         workers,
     };
     let report = match inputs {
-        Inputs::Loaded(left, right) => engine::run(left, right, plan, output, counter)?,
+        Inputs::Loaded(left, right) => engine::run(left, right, plan, output, counter, None)?,
         Inputs::Streamed(left, right) => {
             engine::run_stream(left, right, plan, output, counter, read)?
         }
@@ -543,6 +589,79 @@ fn key_text(key: &Key) -> String {
     key.to_string()
 }
 
+/// What a plan is made of besides the inputs: the choice and the layout it runs with.
+pub(crate) struct PlanFacts<'a> {
+    pub choice: &'a Choice,
+    pub how: JoinType,
+    pub workers: usize,
+    pub partitions: usize,
+    pub budget: &'a BroadcastBudget,
+}
+
+/// The plan of a join of two loaded sides (each with its name for the plan): key statistics,
+/// the `top` hottest keys and the predicted per-partition load; `measured` is left empty.
+pub(crate) fn plan_of(
+    facts: &PlanFacts,
+    (left_name, left): (&str, &SideData),
+    (right_name, right): (&str, &SideData),
+    top: usize,
+) -> Plan {
+    let partitioning = Partitioning::new(facts.partitions, facts.workers);
+    let stats = KeyStats::from_keys(&left.keys, &right.keys);
+    let predicted = predict(
+        &facts.choice.resolved,
+        facts.how,
+        &left.keys,
+        &right.keys,
+        partitioning,
+    );
+    let (left_distinct, right_distinct) = stats.distinct();
+    let hot: Vec<HotKey> = stats
+        .hottest(top)
+        .into_iter()
+        .map(|count| HotKey {
+            key: key_text(&count.key),
+            left: count.left,
+            right: count.right,
+            pairs: count.pairs(),
+        })
+        .collect();
+    Plan {
+        strategy: facts.choice.resolved.name().to_string(),
+        reason: facts.choice.reason.clone(),
+        how: facts.how.name().to_string(),
+        workers: facts.workers,
+        partitions: facts.partitions,
+        left: SideSummary {
+            path: left_name.to_string(),
+            rows: stats.left_rows,
+            distinct_keys: left_distinct,
+            null_keys: stats.left_nulls,
+            fits_broadcast: stats.left_rows <= facts.budget.rows,
+        },
+        right: SideSummary {
+            path: right_name.to_string(),
+            rows: stats.right_rows,
+            distinct_keys: right_distinct,
+            null_keys: stats.right_nulls,
+            fits_broadcast: stats.right_rows <= facts.budget.rows,
+        },
+        broadcast_budget: facts.budget.clone(),
+        hot_keys: hot,
+        predicted_output_rows: predicted
+            .as_ref()
+            .map(|loads| loads.iter().map(|l| l.output_rows).sum()),
+        predicted_input_imbalance: predicted
+            .as_ref()
+            .map(|loads| imbalance(loads.iter().map(|l| l.input_records))),
+        predicted_output_imbalance: predicted
+            .as_ref()
+            .map(|loads| imbalance(loads.iter().map(|l| l.output_rows))),
+        predicted,
+        measured: None,
+    }
+}
+
 /// `skewjoin explain`.
 pub fn explain(args: ExplainArgs) -> Result<()> {
     if args.join.cluster.is_cluster() {
@@ -557,60 +676,18 @@ pub fn explain(args: ExplainArgs) -> Result<()> {
     let Inputs::Loaded(left, right) = &prepared.inputs else {
         return Err(Error::Internal("explain reads its inputs whole".into()));
     };
-    let partitioning = Partitioning::new(prepared.partitions, prepared.workers);
-    let stats = KeyStats::from_keys(&left.keys, &right.keys);
-    let predicted = predict(
-        &prepared.choice.resolved,
-        prepared.how,
-        &left.keys,
-        &right.keys,
-        partitioning,
+    let mut plan = plan_of(
+        &PlanFacts {
+            choice: &prepared.choice,
+            how: prepared.how,
+            workers: prepared.workers,
+            partitions: prepared.partitions,
+            budget: &prepared.budget,
+        },
+        (&args.join.left.display().to_string(), left),
+        (&args.join.right.display().to_string(), right),
+        args.top,
     );
-    let (left_distinct, right_distinct) = stats.distinct();
-    let hot: Vec<HotKey> = stats
-        .hottest(args.top)
-        .into_iter()
-        .map(|count| HotKey {
-            key: key_text(&count.key),
-            left: count.left,
-            right: count.right,
-            pairs: count.pairs(),
-        })
-        .collect();
-    let mut plan = Plan {
-        strategy: prepared.choice.resolved.name().to_string(),
-        reason: prepared.choice.reason.clone(),
-        how: prepared.how.name().to_string(),
-        workers: prepared.workers,
-        partitions: prepared.partitions,
-        left: SideSummary {
-            path: args.join.left.display().to_string(),
-            rows: stats.left_rows,
-            distinct_keys: left_distinct,
-            null_keys: stats.left_nulls,
-            fits_broadcast: stats.left_rows <= prepared.budget.rows,
-        },
-        right: SideSummary {
-            path: args.join.right.display().to_string(),
-            rows: stats.right_rows,
-            distinct_keys: right_distinct,
-            null_keys: stats.right_nulls,
-            fits_broadcast: stats.right_rows <= prepared.budget.rows,
-        },
-        broadcast_budget: prepared.budget.clone(),
-        hot_keys: hot,
-        predicted_output_rows: predicted
-            .as_ref()
-            .map(|loads| loads.iter().map(|l| l.output_rows).sum()),
-        predicted_input_imbalance: predicted
-            .as_ref()
-            .map(|loads| imbalance(loads.iter().map(|l| l.input_records))),
-        predicted_output_imbalance: predicted
-            .as_ref()
-            .map(|loads| imbalance(loads.iter().map(|l| l.output_rows))),
-        predicted,
-        measured: None,
-    };
     if args.analyze {
         plan.measured = Some(run_prepared(&args.join, prepared, &mut progress)?);
     }
@@ -894,7 +971,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             partitions,
             workers,
         };
-        let report = engine::run(left.clone(), right.clone(), plan, None, None)?;
+        let report = engine::run(left.clone(), right.clone(), plan, None, None, None)?;
         let label = match choice.resolved {
             Resolved::Broadcast { side: Side::Left } => "bcast-L".to_string(),
             Resolved::Broadcast { side: Side::Right } => "bcast-R".to_string(),

@@ -10,7 +10,7 @@
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,7 +27,8 @@ use crate::batches::{InputFile, CHUNK_ROWS};
 use crate::error::{Error, Result};
 use crate::interrupt;
 use crate::io::{
-    for_each_key, row_hashes, take_output, BatchEncoder, FileFormat, OutputWriter, RowStore, Share,
+    extract_keys, for_each_key, key_kinds, row_hashes, take_output, BatchEncoder, FileFormat,
+    OutputWriter, RowStore, Share,
 };
 use crate::tally::OutputTally;
 
@@ -36,23 +37,85 @@ use crate::tally::OutputTally;
 pub struct SideData {
     /// Where it came from, for messages.
     pub name: String,
-    /// Its rows (all columns).
-    pub batch: RecordBatch,
+    /// Its schema.
+    pub schema: SchemaRef,
+    /// Its rows (all columns), in batches of any lengths, as they were read or handed over.
+    pub batches: Vec<RecordBatch>,
     /// The join key of each row.
     pub keys: Arc<[Key]>,
     /// The stable hash of each row.
     pub hashes: Arc<[u64]>,
 }
 
-/// Where output rows are written, if anywhere.
-pub struct OutputTarget {
-    /// The file being written (a temporary until finished).
-    pub writer: OutputWriter,
-    /// Its schema.
-    pub schema: SchemaRef,
-    /// The final path, for messages.
-    pub path: PathBuf,
+impl SideData {
+    /// A side of `batches` (each of `schema`) joined on `key_columns`: the key columns are
+    /// checked (their types, see [`key_kinds`]), each row's key read and its hash computed.
+    /// `name` names the side in errors (a file's path, or "the left table").
+    pub fn from_batches(
+        name: &str,
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+        key_columns: &[String],
+    ) -> Result<SideData> {
+        let path = Path::new(name);
+        key_kinds(schema.as_ref(), key_columns, path)?;
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        // Row numbers are u32, u32::MAX marking a missing side.
+        if rows >= u32::MAX as usize {
+            return Err(Error::Input(format!(
+                "{name}: {rows} rows are more than one side of a join may have (2^32 - 1); \
+                 split it and join the parts"
+            )));
+        }
+        let mut keys = Vec::with_capacity(rows);
+        let mut hashes = Vec::with_capacity(rows);
+        for batch in &batches {
+            if batch.schema().fields() != schema.fields() {
+                return Err(Error::Input(format!(
+                    "{name}: a batch's columns differ from the table's ({} against {}); \
+                     hand over batches of one schema",
+                    batch.schema(),
+                    schema
+                )));
+            }
+            keys.extend(extract_keys(batch, key_columns, path)?);
+            hashes.extend(row_hashes(batch));
+        }
+        Ok(SideData {
+            name: name.to_string(),
+            schema,
+            batches,
+            keys: keys.into(),
+            hashes: hashes.into(),
+        })
+    }
 }
+
+/// Where output rows go, if anywhere.
+// One per run, moved once: boxing the file's writer would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum OutputTarget {
+    /// A file.
+    File {
+        /// The file being written (a temporary until finished).
+        writer: OutputWriter,
+        /// Its schema.
+        schema: SchemaRef,
+        /// The final path, for messages.
+        path: PathBuf,
+    },
+    /// Batches of the output's rows, each handed to `sink` by the worker that made it, as it is
+    /// made: for a caller that keeps the output in memory or passes it on while the join runs.
+    Batches {
+        /// The batches' schema (see [`output_schema`](crate::io::output_schema)).
+        schema: SchemaRef,
+        /// Takes each batch; an error stops that worker's output and fails the run.
+        sink: BatchSink,
+    },
+}
+
+/// What an [`OutputTarget::Batches`] hands its batches to.
+pub type BatchSink = Arc<dyn Fn(RecordBatch) -> Result<()> + Send + Sync>;
 
 /// What to run: the join type, the strategy, and the partition and worker counts.
 #[derive(Clone, Copy, Debug)]
@@ -93,16 +156,55 @@ struct Shared {
     left: Arc<RowStore>,
     right: Arc<RowStore>,
     output: Option<SharedOutput>,
+    /// Set when the run is no longer wanted (see [`PairSink::stopped`]).
+    stop: Option<Arc<AtomicBool>>,
+    /// The first output error of any worker: every worker stops at it.
+    failure: Mutex<Option<Error>>,
 }
 
-/// The output file the workers share, and what each of them encodes its rows with before it
-/// takes the file (see [`EncodedBatch`](crate::io::EncodedBatch)).
-struct SharedOutput {
-    writer: Mutex<OutputWriter>,
-    encoder: Arc<BatchEncoder>,
-    schema: SchemaRef,
-    /// Each worker's last batch, shorter than a row group, written together at the end.
-    rests: Mutex<Vec<RecordBatch>>,
+/// Where the workers' output goes.
+// One per run, shared by reference.
+#[allow(clippy::large_enum_variant)]
+enum SharedOutput {
+    /// The output file the workers share, and what each of them encodes its rows with before
+    /// it takes the file (see [`EncodedBatch`](crate::io::EncodedBatch)).
+    File {
+        writer: Mutex<OutputWriter>,
+        encoder: Arc<BatchEncoder>,
+        schema: SchemaRef,
+        /// Each worker's last batch, shorter than a row group, written together at the end.
+        rests: Mutex<Vec<RecordBatch>>,
+    },
+    /// See [`OutputTarget::Batches`].
+    Batches { schema: SchemaRef, sink: BatchSink },
+}
+
+impl SharedOutput {
+    fn schema(&self) -> &SchemaRef {
+        match self {
+            SharedOutput::File { schema, .. } | SharedOutput::Batches { schema, .. } => schema,
+        }
+    }
+
+    /// Takes one batch of a worker's output rows; `last` when it is the worker's last.
+    fn take(&self, batch: RecordBatch, last: bool) -> Result<()> {
+        fn poisoned<T>(_: T) -> Error {
+            Error::Internal("an output writer panicked".into())
+        }
+        match self {
+            SharedOutput::File { rests, .. } if last && batch.num_rows() < WRITE_BATCH_ROWS => {
+                rests.lock().map_err(poisoned)?.push(batch);
+                Ok(())
+            }
+            SharedOutput::File {
+                writer, encoder, ..
+            } => {
+                let encoded = encoder.encode(&batch)?;
+                writer.lock().map_err(poisoned)?.append(encoded)
+            }
+            SharedOutput::Batches { sink, .. } => sink(batch),
+        }
+    }
 }
 
 /// One worker's sink: counts, checksums and (optionally) writes output rows.
@@ -129,30 +231,18 @@ impl RuntimeSink {
             return;
         };
         let result = take_output(
-            &output.schema,
+            output.schema(),
             self.shared.how,
             &self.shared.left,
             &self.shared.right,
             &self.left_rows,
             &self.right_rows,
         )
-        .and_then(|batch| {
-            if last && batch.num_rows() < WRITE_BATCH_ROWS {
-                output
-                    .rests
-                    .lock()
-                    .map_err(|_| Error::Internal("an output writer panicked".into()))?
-                    .push(batch);
-                return Ok(());
-            }
-            let encoded = output.encoder.encode(&batch)?;
-            output
-                .writer
-                .lock()
-                .map_err(|_| Error::Internal("an output writer panicked".into()))?
-                .append(encoded)
-        });
+        .and_then(|batch| output.take(batch, last));
         if let Err(error) = result {
+            if let Ok(mut failure) = self.shared.failure.lock() {
+                failure.get_or_insert_with(|| error.clone());
+            }
             self.error = Some(error);
             self.writing = false;
         }
@@ -206,20 +296,34 @@ impl PairSink for RuntimeSink {
         }
     }
 
+    fn stopped(&self) -> bool {
+        self.shared
+            .failure
+            .lock()
+            .map_or(true, |failure| failure.is_some())
+            || self
+                .shared
+                .stop
+                .as_ref()
+                .is_some_and(|stop| stop.load(Ordering::Relaxed))
+    }
+
     fn finish(mut self) -> std::result::Result<Self::Summary, String> {
         self.flush(true);
         Ok((self.tally.rows, self.tally.checksum, self.error))
     }
 }
 
-/// Runs the join over two loaded tables. With an output target, the file is complete and in
-/// place when this returns `Ok`, and absent when it returns an error.
+/// Runs the join over two loaded tables. With an output file, the file is complete and in
+/// place when this returns `Ok`, and absent when it returns an error. Setting `stop` ends the
+/// run early with [`Error::Interrupted`].
 pub fn run(
     left: SideData,
     right: SideData,
     plan: JoinPlan,
     output: Option<OutputTarget>,
     progress: Option<Arc<AtomicU64>>,
+    stop: Option<Arc<AtomicBool>>,
 ) -> Result<RunReport> {
     let job = JoinJob {
         left: Arc::clone(&left.keys),
@@ -232,10 +336,10 @@ pub fn run(
         workers: plan.workers,
     };
     let stores = (
-        Arc::new(RowStore::whole(left.batch)),
-        Arc::new(RowStore::whole(right.batch)),
+        Arc::new(RowStore::batches(left.schema, left.batches)),
+        Arc::new(RowStore::batches(right.schema, right.batches)),
     );
-    run_with(plan, stores, output, progress, |make_sink| {
+    run_with(plan, stores, output, progress, stop, |make_sink| {
         execute(job, make_sink)
     })
 }
@@ -317,7 +421,7 @@ pub fn run_stream(
     };
     let keep = [keep_in(&stores.0), keep_in(&stores.1)];
     let source = Arc::new(FileSource::new([left, right], keep, read));
-    run_with(plan, stores, output, progress, |make_sink| {
+    run_with(plan, stores, output, progress, None, |make_sink| {
         execute_stream(job, source, make_sink)
     })
 }
@@ -420,6 +524,7 @@ fn run_with<E>(
     (left, right): (Arc<RowStore>, Arc<RowStore>),
     output: Option<OutputTarget>,
     progress: Option<Arc<AtomicU64>>,
+    stop: Option<Arc<AtomicBool>>,
     execute: E,
 ) -> Result<RunReport>
 where
@@ -427,17 +532,29 @@ where
         Box<dyn Fn(usize) -> RuntimeSink + Send + Sync>,
     ) -> std::result::Result<JobOutput<SinkSummary>, String>,
 {
-    let output_path = output.as_ref().map(|target| target.path.clone());
+    let output_path = match &output {
+        Some(OutputTarget::File { path, .. }) => Some(path.clone()),
+        _ => None,
+    };
     let shared = Arc::new(Shared {
         how: plan.how,
         left,
         right,
-        output: output.map(|target| SharedOutput {
-            encoder: target.writer.encoder(),
-            writer: Mutex::new(target.writer),
-            schema: target.schema,
-            rests: Mutex::new(Vec::new()),
+        output: output.map(|target| match target {
+            OutputTarget::File {
+                writer,
+                schema,
+                path: _,
+            } => SharedOutput::File {
+                encoder: writer.encoder(),
+                writer: Mutex::new(writer),
+                schema,
+                rests: Mutex::new(Vec::new()),
+            },
+            OutputTarget::Batches { schema, sink } => SharedOutput::Batches { schema, sink },
         }),
+        stop: stop.clone(),
+        failure: Mutex::new(None),
     });
     let sink_shared = Arc::clone(&shared);
     let writing = shared.output.is_some();
@@ -449,7 +566,19 @@ where
         right_rows: Vec::new(),
         error: None,
     }))
-    .map_err(|message| Error::Internal(format!("the join failed: {message}")))?;
+    .map_err(|message| {
+        let failure = shared
+            .failure
+            .lock()
+            .ok()
+            .and_then(|mut failure| failure.take());
+        match failure {
+            // The workers stopped at a worker's output error.
+            Some(error) => error,
+            None if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) => Error::Interrupted,
+            None => Error::Internal(format!("the join failed: {message}")),
+        }
+    })?;
 
     let mut output_rows = 0u64;
     let mut checksum = 0u64;
@@ -462,17 +591,21 @@ where
     }
     let shared = Arc::try_unwrap(shared)
         .map_err(|_| Error::Internal("a worker still holds the output".into()))?;
-    if let Some(output) = shared.output {
-        let mut writer = output
-            .writer
+    if let Some(SharedOutput::File {
+        writer,
+        schema,
+        rests,
+        encoder: _,
+    }) = shared.output
+    {
+        let mut writer = writer
             .into_inner()
             .map_err(|_| Error::Internal("an output writer panicked".into()))?;
-        let rests = output
-            .rests
+        let rests = rests
             .into_inner()
             .map_err(|_| Error::Internal("an output writer panicked".into()))?;
         if !rests.is_empty() {
-            let rest = concat_batches(&output.schema, &rests).map_err(|error| {
+            let rest = concat_batches(&schema, &rests).map_err(|error| {
                 Error::Internal(format!(
                     "joining the workers' last output rows failed: {error}"
                 ))

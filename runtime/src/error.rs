@@ -26,6 +26,9 @@ pub enum Error {
     /// (`skewjoin explain --json | head -1`): the program ends quietly, with the exit code of a
     /// process killed by SIGPIPE, 141 (128 + 13), as command-line tools do.
     ClosedPipe,
+    /// The caller stopped the run before it finished (a library caller's interrupt; the binary
+    /// exits at Ctrl-C with the same code, 130, see [`crate::interrupt`]).
+    Interrupted,
 }
 
 impl Error {
@@ -38,6 +41,7 @@ impl Error {
             Error::Cluster(_) => 5,
             Error::Internal(_) => 1,
             Error::ClosedPipe => CLOSED_PIPE_EXIT_CODE,
+            Error::Interrupted => crate::interrupt::INTERRUPTED_EXIT_CODE,
         }
     }
 
@@ -50,6 +54,7 @@ impl Error {
             | Error::Cluster(message)
             | Error::Internal(message) => message,
             Error::ClosedPipe => "the reader of the output closed it",
+            Error::Interrupted => "the join was interrupted before it finished",
         }
     }
 }

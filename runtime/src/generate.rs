@@ -89,9 +89,10 @@ pub fn to_side(name: &str, table: &GenTable) -> SideData {
     let hashes: Arc<[u64]> = row_hashes(&batch).into();
     SideData {
         name: name.to_string(),
+        schema: batch.schema(),
         keys: table.key.iter().map(|&k| Key::Int(k)).collect(),
         hashes,
-        batch,
+        batches: vec![batch],
     }
 }
 

@@ -2213,6 +2213,9 @@ pub struct RowStore {
     chunk_rows: u64,
     rows: u64,
     chunks: Vec<OnceLock<RecordBatch>>,
+    /// For a store of batches of any lengths ([`RowStore::batches`]), the first row of each
+    /// batch and, last, the row count; empty when every chunk has `chunk_rows` rows.
+    starts: Vec<u64>,
 }
 
 impl RowStore {
@@ -2223,7 +2226,44 @@ impl RowStore {
             chunk_rows: (batch.num_rows() as u64).max(1),
             rows: batch.num_rows() as u64,
             chunks: vec![OnceLock::from(batch)],
+            starts: Vec::new(),
         }
+    }
+
+    /// A store holding `batches` (all of `schema`), complete, as they are: a table handed over
+    /// in batches of any lengths is not copied into one.
+    pub fn batches(schema: SchemaRef, batches: Vec<RecordBatch>) -> RowStore {
+        if let [_] = batches.as_slice() {
+            return RowStore::whole(batches.into_iter().next().expect("one batch"));
+        }
+        let mut starts = Vec::with_capacity(batches.len() + 1);
+        let mut rows = 0u64;
+        for batch in &batches {
+            starts.push(rows);
+            rows += batch.num_rows() as u64;
+        }
+        starts.push(rows);
+        RowStore {
+            schema,
+            chunk_rows: rows.max(1),
+            rows,
+            chunks: batches.into_iter().map(OnceLock::from).collect(),
+            starts,
+        }
+    }
+
+    /// The chunk holding row `row`, and the row's place in it.
+    #[inline]
+    fn locate(&self, row: u64) -> (usize, usize) {
+        if self.starts.is_empty() {
+            return (
+                (row / self.chunk_rows) as usize,
+                (row % self.chunk_rows) as usize,
+            );
+        }
+        // The last chunk starting at or before `row` (empty batches start where the next does).
+        let chunk = self.starts.partition_point(|&start| start <= row) - 1;
+        (chunk, (row - self.starts[chunk]) as usize)
     }
 
     /// An empty store for `rows` rows of `schema`, to be filled with [`put`](Self::put) in chunks
@@ -2237,6 +2277,7 @@ impl RowStore {
             chunks: (0..rows.div_ceil(chunk_rows))
                 .map(|_| OnceLock::new())
                 .collect(),
+            starts: Vec::new(),
         }
     }
 
@@ -2310,10 +2351,7 @@ impl RowStore {
             .iter()
             .map(|&row| match row {
                 PAD => (pad_source, 0),
-                row => (
-                    (u64::from(row) / self.chunk_rows) as usize,
-                    (u64::from(row) % self.chunk_rows) as usize,
-                ),
+                row => self.locate(u64::from(row)),
             })
             .collect();
         if let Some(&(index, _)) = indices

@@ -16,4 +16,5 @@ pub mod memory;
 pub mod metrics;
 pub mod output_file;
 pub mod progress;
+pub mod tables;
 mod tally;

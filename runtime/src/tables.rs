@@ -1,0 +1,468 @@
+//! Joins of tables already in memory, for a program that holds Arrow batches rather than files
+//! (the Python package, or a Rust caller): the same checks, strategy choice, workers and
+//! metrics as `skewjoin join`, with the tables joined as they are (their batches are not copied
+//! into one) and the output handed back as Arrow batches, while the join runs.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//!
+//! use arrow::array::{Int64Array, RecordBatch};
+//! use arrow::datatypes::{DataType, Field, Schema};
+//! use skewjoin_runtime::tables::{Table, TableJoin};
+//!
+//! let table = |name: &str, keys: Vec<i64>| {
+//!     let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+//!     let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(keys))])
+//!         .unwrap();
+//!     Table { name: name.into(), schema, batches: vec![batch] }
+//! };
+//! let join = TableJoin::on(&["k"], &["k"]);
+//! let prepared = join.prepare(table("left", vec![1, 2, 2]), table("right", vec![2, 3])).unwrap();
+//! let output = Arc::new(Mutex::new(Vec::new()));
+//! let kept = Arc::clone(&output);
+//! let sink = Arc::new(move |batch: RecordBatch| {
+//!     kept.lock().unwrap().push(batch);
+//!     Ok(())
+//! });
+//! let metrics = prepared.run(Some(sink), None).unwrap();
+//! assert_eq!(metrics.output_rows, 2);
+//! let rows: usize = output.lock().unwrap().iter().map(RecordBatch::num_rows).sum();
+//! assert_eq!(rows, 2);
+//! ```
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use skewjoin_operators::JoinType;
+use skewjoin_planner::skew_check::skew_reason;
+use skewjoin_planner::{Choice, Strategy, Tuning};
+
+use crate::cli::RunArgs;
+use crate::commands::{choose_strategy, layout, metrics_for, plan_of, PlanFacts, PlanRequest};
+use crate::engine::{self, BatchSink, JoinPlan, OutputTarget, SideData};
+use crate::error::{Error, Result};
+use crate::explain::Plan;
+use crate::io::{check_key_compat, output_schema};
+use crate::memory::BroadcastBudget;
+use crate::metrics::Metrics;
+
+/// A table in memory: batches of one schema.
+#[derive(Clone, Debug)]
+pub struct Table {
+    /// What to call it in messages ("the left table", a file's path).
+    pub name: String,
+    /// Its schema.
+    pub schema: SchemaRef,
+    /// Its rows.
+    pub batches: Vec<RecordBatch>,
+}
+
+/// How to join two tables: the key columns and what `skewjoin join`'s flags say past the files.
+#[derive(Clone, Debug)]
+pub struct TableJoin {
+    /// The left table's key columns.
+    pub left_on: Vec<String>,
+    /// The right table's key columns, as many.
+    pub right_on: Vec<String>,
+    /// The strategy, by its name (`auto`, `shuffle`, `am`, ...).
+    pub strategy: String,
+    /// The join type, W, P and VPRP's settings, as `--how`, `--workers`, `--partitions`,
+    /// `--virtual-per-partition` and `--sample-fraction` give them.
+    pub run: RunArgs,
+    /// AM-Join's and Tree-Join's settings.
+    pub tuning: Tuning,
+    /// `--broadcast-limit`.
+    pub broadcast_limit: Option<u64>,
+    /// `--memory-limit`.
+    pub memory_limit: Option<u64>,
+}
+
+impl TableJoin {
+    /// An inner join on these key columns, with `skewjoin join`'s defaults for the rest.
+    pub fn on(left_on: &[&str], right_on: &[&str]) -> TableJoin {
+        TableJoin {
+            left_on: left_on.iter().map(|name| name.to_string()).collect(),
+            right_on: right_on.iter().map(|name| name.to_string()).collect(),
+            strategy: "auto".into(),
+            run: RunArgs::default(),
+            tuning: Tuning::default(),
+            broadcast_limit: None,
+            memory_limit: None,
+        }
+    }
+
+    /// Checks the request against the tables, reads every row's key and hash, and chooses the
+    /// strategy. Bad arguments are [`Error::Usage`]; key columns that are missing or cannot be
+    /// joined are [`Error::Input`], naming the table and column.
+    pub fn prepare(&self, left: Table, right: Table) -> Result<PreparedTables> {
+        let start = Instant::now();
+        let how: JoinType = self
+            .run
+            .how
+            .parse()
+            .map_err(|e| Error::Usage(format!("how: {e}")))?;
+        let strategy: Strategy = self
+            .strategy
+            .parse()
+            .map_err(|e| Error::Usage(format!("strategy: {e}")))?;
+        let (workers, partitions) = layout(&self.run)?;
+        if self.left_on.is_empty() {
+            return Err(Error::Usage(
+                "no join key: name the key columns of both tables".into(),
+            ));
+        }
+        if self.left_on.len() != self.right_on.len() {
+            return Err(Error::Usage(format!(
+                "the left key has {} columns but the right key has {}; give the same number",
+                self.left_on.len(),
+                self.right_on.len()
+            )));
+        }
+        check_key_compat(
+            (Path::new(&left.name), left.schema.as_ref(), &self.left_on),
+            (
+                Path::new(&right.name),
+                right.schema.as_ref(),
+                &self.right_on,
+            ),
+        )?;
+        let left = SideData::from_batches(&left.name, left.schema, left.batches, &self.left_on)?;
+        let right =
+            SideData::from_batches(&right.name, right.schema, right.batches, &self.right_on)?;
+        let rows = (left.keys.len() as u64, right.keys.len() as u64);
+        let (choice, budget) = choose_strategy(
+            &PlanRequest {
+                strategy,
+                how,
+                workers,
+                rows,
+                // The output is made, as it is when written.
+                written: true,
+                run: &self.run,
+                tuning: &self.tuning,
+                broadcast_limit: self.broadcast_limit,
+                memory_limit: self.memory_limit,
+            },
+            |costs| {
+                Ok(skew_reason(
+                    &left.keys,
+                    &right.keys,
+                    partitions,
+                    workers,
+                    costs,
+                ))
+            },
+        )?;
+        Ok(PreparedTables {
+            how,
+            workers,
+            partitions,
+            left,
+            right,
+            choice,
+            budget,
+            prepare_seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+/// Two tables ready to join, with the strategy chosen.
+#[derive(Debug)]
+pub struct PreparedTables {
+    how: JoinType,
+    workers: usize,
+    partitions: usize,
+    left: SideData,
+    right: SideData,
+    choice: Choice,
+    budget: BroadcastBudget,
+    prepare_seconds: f64,
+}
+
+impl PreparedTables {
+    /// The schema of the output: the columns of both tables, a right column named as a left one
+    /// suffixed `_right` (see [`output_schema`]).
+    pub fn output_schema(&self) -> SchemaRef {
+        output_schema(&self.left.schema, &self.right.schema, self.how)
+    }
+
+    /// The plan `skewjoin explain` shows: the strategy and why, the key statistics, the `top`
+    /// hottest keys and the predicted per-partition load.
+    pub fn plan(&self, top: usize) -> Plan {
+        plan_of(
+            &PlanFacts {
+                choice: &self.choice,
+                how: self.how,
+                workers: self.workers,
+                partitions: self.partitions,
+                budget: &self.budget,
+            },
+            (&self.left.name, &self.left),
+            (&self.right.name, &self.right),
+            top,
+        )
+    }
+
+    /// Runs the join. Each batch of output rows (of [`output_schema`](Self::output_schema)) goes
+    /// to `output` from the worker that made it, as it is made; without one the rows are only
+    /// counted and checksummed. Setting `stop` ends the run with [`Error::Interrupted`] within
+    /// a step of the workers; an error from `output` ends it with that error.
+    pub fn run(self, output: Option<BatchSink>, stop: Option<Arc<AtomicBool>>) -> Result<Metrics> {
+        let schema = self.output_schema();
+        let rows = (self.left.keys.len() as u64, self.right.keys.len() as u64);
+        let plan = JoinPlan {
+            how: self.how,
+            resolved: self.choice.resolved,
+            partitions: self.partitions,
+            workers: self.workers,
+        };
+        let output = output.map(|sink| OutputTarget::Batches { schema, sink });
+        let report = engine::run(self.left, self.right, plan, output, None, stop)?;
+        Ok(metrics_for(
+            &self.choice,
+            self.how,
+            self.workers,
+            self.partitions,
+            rows,
+            self.prepare_seconds,
+            &report,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::atomic::Ordering;
+    use std::sync::Mutex;
+
+    use arrow::array::{Array, Int64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use skewjoin_operators::reference::nested_loop_join;
+    use skewjoin_operators::Key;
+
+    use super::*;
+
+    /// A table of `keys` (NULL for `None`) with a distinct `id` per row, cut into batches of
+    /// `cuts` rows (empty ones included) and one of what is left.
+    fn table(name: &str, keys: &[Option<i64>], first_id: i64, cuts: &[usize]) -> Table {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("id", DataType::Int64, false),
+        ]));
+        let mut batches = Vec::new();
+        let mut start = 0;
+        for &len in cuts.iter().chain([&usize::MAX]) {
+            let end = start + len.min(keys.len() - start);
+            let ids: Vec<i64> = (start..end).map(|row| first_id + row as i64).collect();
+            batches.push(
+                RecordBatch::try_new(
+                    Arc::clone(&schema),
+                    vec![
+                        Arc::new(Int64Array::from(keys[start..end].to_vec())),
+                        Arc::new(Int64Array::from(ids)),
+                    ],
+                )
+                .unwrap(),
+            );
+            start = end;
+        }
+        Table {
+            name: name.into(),
+            schema,
+            batches,
+        }
+    }
+
+    /// Keys hot on both sides (7), hot on one (8 left, 9 right), on one side only, and NULLs.
+    fn keys(side: u8) -> Vec<Option<i64>> {
+        let mut keys = Vec::new();
+        for row in 0..240i64 {
+            keys.push(match row % 12 {
+                0..=3 => Some(7),
+                4 | 5 => Some(if side == 0 { 8 } else { 9 }),
+                6 => None,
+                7 => Some(100 + row % 5 + i64::from(side) * 3),
+                _ => Some(row % 40),
+            });
+        }
+        keys
+    }
+
+    /// The output as a multiset of (left id, right id), `None` where a side is padded or not
+    /// output.
+    fn pairs(batches: &[RecordBatch], how: JoinType) -> HashMap<(Option<i64>, Option<i64>), u32> {
+        let mut counted = HashMap::new();
+        for batch in batches {
+            let column = |name: &str| {
+                batch.column_by_name(name).map(|column| {
+                    column
+                        .as_any()
+                        .downcast_ref::<Int64Array>()
+                        .unwrap()
+                        .clone()
+                })
+            };
+            let (left, right) = match (
+                how.emits_pairs(),
+                how.outputs_side(skewjoin_operators::Side::Left),
+            ) {
+                (true, _) => (column("id"), column("id_right")),
+                (false, true) => (column("id"), None),
+                (false, false) => (None, column("id")),
+            };
+            for row in 0..batch.num_rows() {
+                let id = |ids: &Option<Int64Array>| {
+                    ids.as_ref()
+                        .and_then(|ids| ids.is_valid(row).then(|| ids.value(row)))
+                };
+                *counted.entry((id(&left), id(&right))).or_insert(0) += 1;
+            }
+        }
+        counted
+    }
+
+    fn expected(
+        left: &[Option<i64>],
+        right: &[Option<i64>],
+        how: JoinType,
+    ) -> HashMap<(Option<i64>, Option<i64>), u32> {
+        let side = |keys: &[Option<i64>], first_id: i64| -> Vec<(Key, i64)> {
+            keys.iter()
+                .enumerate()
+                .map(|(row, key)| (key.map_or(Key::Null, Key::Int), first_id + row as i64))
+                .collect()
+        };
+        let mut counted = HashMap::new();
+        for (_, l, r) in nested_loop_join(&side(left, 0), &side(right, 10_000), how) {
+            let l = l.filter(|_| how.outputs_side(skewjoin_operators::Side::Left));
+            let r = r.filter(|_| how.outputs_side(skewjoin_operators::Side::Right));
+            *counted.entry((l, r)).or_insert(0) += 1;
+        }
+        counted
+    }
+
+    fn collect_into(batches: &Arc<Mutex<Vec<RecordBatch>>>) -> BatchSink {
+        let batches = Arc::clone(batches);
+        Arc::new(move |batch| {
+            batches.lock().unwrap().push(batch);
+            Ok(())
+        })
+    }
+
+    #[test]
+    fn every_strategy_and_join_type_on_batched_tables_matches_the_nested_loop() {
+        let (left_keys, right_keys) = (keys(0), keys(1));
+        let mut ran = HashMap::new();
+        let strategies = std::iter::once("auto".to_string())
+            .chain(Strategy::CONCRETE.iter().map(|s| s.name().to_string()));
+        for strategy in strategies {
+            for how in JoinType::ALL {
+                for (workers, partitions) in [(1, 1), (3, 5)] {
+                    let mut join = TableJoin::on(&["k"], &["k"]);
+                    join.strategy = strategy.clone();
+                    join.run.how = how.name().into();
+                    join.run.workers = Some(workers);
+                    join.run.partitions = Some(partitions);
+                    let prepared = match join.prepare(
+                        table("left", &left_keys, 0, &[0, 3, 1, 0, 17, 64]),
+                        table("right", &right_keys, 10_000, &[100, 0, 1]),
+                    ) {
+                        // A strategy that cannot compute this join type says so.
+                        Err(Error::Usage(_)) => continue,
+                        other => other.unwrap(),
+                    };
+                    let output = Arc::new(Mutex::new(Vec::new()));
+                    let metrics = prepared.run(Some(collect_into(&output)), None).unwrap();
+                    let output = output.lock().unwrap();
+                    let rows: usize = output.iter().map(RecordBatch::num_rows).sum();
+                    assert_eq!(rows as u64, metrics.output_rows);
+                    assert_eq!(
+                        pairs(&output, how),
+                        expected(&left_keys, &right_keys, how),
+                        "{strategy} {} W={workers} P={partitions}",
+                        how.name()
+                    );
+                    *ran.entry(how.name()).or_insert(0) += 1;
+                }
+            }
+        }
+        // Every join type ran with most strategies (only some refuse some types).
+        for how in JoinType::ALL {
+            assert!(ran.get(how.name()).copied().unwrap_or(0) >= 12, "{ran:?}");
+        }
+    }
+
+    /// One hot key on both sides: 4,000 x 4,000 pairs, far more than one batch.
+    fn hot_pair() -> (Table, Table) {
+        let keys = vec![Some(1); 4000];
+        (
+            table("left", &keys, 0, &[]),
+            table("right", &keys, 10_000, &[]),
+        )
+    }
+
+    #[test]
+    fn a_run_stopped_by_its_caller_ends_interrupted_early() {
+        let (left, right) = hot_pair();
+        let mut join = TableJoin::on(&["k"], &["k"]);
+        join.run.workers = Some(2);
+        let prepared = join.prepare(left, right).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(0usize));
+        let (stopper, counter) = (Arc::clone(&stop), Arc::clone(&seen));
+        let sink: BatchSink = Arc::new(move |batch: RecordBatch| {
+            *counter.lock().unwrap() += batch.num_rows();
+            stopper.store(true, Ordering::Relaxed);
+            Ok(())
+        });
+        assert_eq!(
+            prepared.run(Some(sink), Some(stop)).unwrap_err(),
+            Error::Interrupted
+        );
+        // Stopped well before its 16 million rows.
+        assert!(*seen.lock().unwrap() < 8_000_000);
+    }
+
+    #[test]
+    fn an_output_error_ends_the_run_with_that_error() {
+        let (left, right) = hot_pair();
+        let mut join = TableJoin::on(&["k"], &["k"]);
+        join.run.workers = Some(3);
+        let prepared = join.prepare(left, right).unwrap();
+        let sink: BatchSink =
+            Arc::new(|_| Err(Error::Io("the reader of the output went away".into())));
+        assert_eq!(
+            prepared.run(Some(sink), None).unwrap_err(),
+            Error::Io("the reader of the output went away".into())
+        );
+    }
+
+    #[test]
+    fn bad_requests_name_what_is_wrong() {
+        let keys = vec![Some(1), None];
+        let sides = || (table("left", &keys, 0, &[]), table("right", &keys, 10, &[]));
+        let mut join = TableJoin::on(&["k"], &["nope"]);
+        let (left, right) = sides();
+        let error = join.prepare(left, right).unwrap_err();
+        assert!(
+            matches!(&error, Error::Input(message) if message.contains("nope") && message.contains("right")),
+            "{error:?}"
+        );
+        join.right_on = vec!["k".into(), "id".into()];
+        let (left, right) = sides();
+        assert!(matches!(join.prepare(left, right), Err(Error::Usage(_))));
+        join.right_on = vec!["k".into()];
+        join.run.how = "sideways".into();
+        let (left, right) = sides();
+        let error = join.prepare(left, right).unwrap_err();
+        assert!(
+            matches!(&error, Error::Usage(message) if message.starts_with("how:")),
+            "{error:?}"
+        );
+    }
+}
