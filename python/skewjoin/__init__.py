@@ -1,0 +1,250 @@
+"""Skew-resistant equi-joins of Arrow tables, on worker threads.
+
+``skewjoin.join`` joins two tables, each a pyarrow ``Table`` or ``RecordBatchReader``, a Polars
+or pandas ``DataFrame``, a DuckDB relation (anything that exports an Arrow stream through
+``__arrow_c_stream__``; its buffers are not copied) or the path of a Parquet, Arrow IPC or CSV
+file, and returns a ``pyarrow.Table``. When a key is hot (so frequent that hashing every row of
+it to one worker would leave the others idle) its work is spread over the workers, by the same
+strategies as the ``skewjoin`` command line.
+
+>>> import pyarrow as pa, skewjoin
+>>> orders = pa.table({"customer": [1, 1, 1, 2], "amount": [10, 20, 30, 40]})
+>>> customers = pa.table({"customer": [1, 2], "name": ["ada", "bob"]})
+>>> skewjoin.join(orders, customers, on="customer").num_rows
+4
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable, Optional, Sequence, Union
+
+from . import _skewjoin
+from ._skewjoin import InputError
+
+__all__ = ["join", "explain", "Metrics", "InputError", "__version__"]
+__version__: str = _skewjoin.__version__
+
+Keys = Union[str, Sequence[str]]
+
+JOIN_TYPES = ("inner", "left", "right", "full", "semi", "anti", "right-semi", "right-anti")
+STRATEGIES = (
+    "auto", "shuffle", "broadcast", "ib", "der", "ddr", "vprp", "vprp-t", "am", "tree",
+    "tree-basic",
+)
+
+
+class Metrics(dict):
+    """What a join did: the strategy and why, rows in and out, timings, and the load of every
+    partition (``per_partition``: input records received, output rows produced, peak records
+    held) with each load's max/mean (``input_imbalance``, ``output_imbalance``,
+    ``peak_imbalance``; 1.0 is perfect balance). The same document as the command line's
+    ``--metrics`` file; a ``dict``, so it prints, compares and serialises as one."""
+
+    @property
+    def strategy(self) -> str:
+        """The strategy that ran."""
+        return self["strategy"]
+
+    @property
+    def output_rows(self) -> int:
+        """Rows the join produced."""
+        return self["output_rows"]
+
+    def plot(self, ax: Any = None, load: str = "output_rows") -> Any:
+        """Draws the load of every partition as bars, with the mean as a line and the busiest
+        partition in red, as the browser demo does; returns the matplotlib ``Axes``.
+
+        ``load`` is ``"output_rows"`` (default), ``"input_records"`` or ``"peak_records"``.
+        Needs matplotlib (``pip install skewjoin[plot]``); draws on ``ax`` when given."""
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as error:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "Metrics.plot needs matplotlib: pip install matplotlib (or skewjoin[plot])"
+            ) from error
+        parts = self["per_partition"]
+        if not parts or load not in parts[0]:
+            names = ", ".join(sorted(parts[0])) if parts else "none"
+            raise ValueError(f"load: no per-partition figure {load!r}; these exist: {names}")
+        values = [part[load] for part in parts]
+        mean = sum(values) / len(values)
+        busiest = max(range(len(values)), key=values.__getitem__)
+        if ax is None:
+            _, ax = plt.subplots(figsize=(max(4.0, 0.35 * len(values) + 2), 3))
+        colours = ["#d62728" if i == busiest else "#1f77b4" for i in range(len(values))]
+        ax.bar(range(len(values)), values, color=colours)
+        ax.axhline(mean, color="black", linestyle="--", linewidth=1, label=f"mean {mean:,.0f}")
+        ax.set_xlabel("partition")
+        ax.set_ylabel(load.replace("_", " "))
+        imbalance = max(values) / mean if mean else 1.0
+        ax.set_title(f"{self['strategy']}: max/mean {imbalance:.2f}")
+        ax.legend(loc="upper right")
+        return ax
+
+
+def _keys(name: str, value: Optional[Keys]) -> Optional[list]:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    keys = list(value)
+    if not keys or not all(isinstance(key, str) for key in keys):
+        raise ValueError(f"{name}: expected a column name or a list of column names, got {value!r}")
+    return keys
+
+
+def _key_columns(on: Optional[Keys], left_on: Optional[Keys], right_on: Optional[Keys]):
+    on, left_on, right_on = _keys("on", on), _keys("left_on", left_on), _keys("right_on", right_on)
+    if on is not None:
+        if left_on is not None or right_on is not None:
+            raise ValueError("give either on, or left_on and right_on, not both")
+        return on, on
+    if left_on is None or right_on is None:
+        raise ValueError("no join key: give on=COLUMNS, or left_on= and right_on=")
+    if len(left_on) != len(right_on):
+        raise ValueError(
+            f"left_on names {len(left_on)} columns but right_on names {len(right_on)}; "
+            "give the same number"
+        )
+    return left_on, right_on
+
+
+def _count(name: str, value: Optional[int]) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _source(value: Any) -> Any:
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+def join(
+    left: Any,
+    right: Any,
+    on: Optional[Keys] = None,
+    *,
+    left_on: Optional[Keys] = None,
+    right_on: Optional[Keys] = None,
+    how: str = "inner",
+    strategy: str = "auto",
+    workers: Optional[int] = None,
+    partitions: Optional[int] = None,
+    stream: bool = False,
+    metrics: bool = False,
+    **tuning: Any,
+):
+    """Joins ``left`` and ``right`` where their key columns are equal.
+
+    left, right
+        A pyarrow ``Table`` or ``RecordBatchReader``, a Polars or pandas ``DataFrame``, a DuckDB
+        relation, anything else with ``__arrow_c_stream__`` (read without copying its
+        buffers), or the path of a Parquet, Arrow IPC (.arrow, .ipc, .feather) or CSV file.
+    on
+        The key column, or list of columns, named the same on both sides.
+    left_on, right_on
+        The key columns of each side, when their names differ (as many on each side).
+        A NULL in any key column matches nothing. Keys of integer types of any width match
+        each other, strings match strings (also across ``string``, ``large_string`` and
+        ``string_view``).
+    how
+        ``"inner"``, ``"left"``, ``"right"``, ``"full"``, ``"semi"`` (left rows with a match),
+        ``"anti"`` (left rows without one), ``"right-semi"`` or ``"right-anti"``.
+    strategy
+        ``"auto"`` (default: broadcast a side that fits, else shuffle by hash, or AM-Join when
+        a hot key would unbalance the shuffle), or one of ``"shuffle"``, ``"broadcast"``,
+        ``"ib"``, ``"der"``, ``"ddr"``, ``"vprp"``, ``"vprp-t"``, ``"am"``, ``"tree"``,
+        ``"tree-basic"`` (see the README's table of strategies).
+    workers
+        Worker threads (default: the number of CPU cores). The GIL is released while they run.
+    partitions
+        Parts the work is cut into (default: one per worker); load is reported per partition.
+    stream
+        Return a ``pyarrow.RecordBatchReader`` that yields the output's batches while the join
+        runs, instead of a whole table (the workers wait while a few batches are unread; closing
+        the reader stops the join).
+    metrics
+        Also return the run's :class:`Metrics`: ``table, metrics = join(..., metrics=True)``.
+    **tuning
+        ``hot_per_mille``, ``broadcast_per_mille``, ``statistics`` (``"exact"``,
+        ``"space-saving"``, ``"space-saving:N"``), ``leaf``, ``fanout`` (AM-Join and Tree-Join),
+        ``broadcast_limit`` (rows), ``memory_limit`` (bytes, or text such as ``"8G"``),
+        ``virtual_per_partition`` and ``sample_fraction`` (VPRP): the command line's flags of
+        the same names.
+
+    The output has the columns of the left side, then those of the right side (only one side
+    for semi and anti joins); a right column named as a left one gets the suffix ``_right``.
+    Rows come in no particular order.
+
+    Raises ``ValueError`` for a bad argument, :class:`InputError` (a ``ValueError``) for an
+    input that is malformed or whose columns do not fit the join, ``OSError`` for a file that
+    cannot be read, and ``KeyboardInterrupt`` at Ctrl-C, which stops the join.
+    """
+    left_keys, right_keys = _key_columns(on, left_on, right_on)
+    if stream and metrics:
+        raise ValueError(
+            "metrics=True needs the finished join, and stream=True returns before it ends; "
+            "leave out one of them (explain(..., analyze=True) gives the metrics of a run)"
+        )
+    output, metrics_json = _skewjoin.join(
+        _source(left),
+        _source(right),
+        left_keys,
+        right_keys,
+        how,
+        strategy,
+        _count("workers", workers),
+        _count("partitions", partitions),
+        bool(stream),
+        tuning or None,
+    )
+    if metrics:
+        return output, Metrics(json.loads(metrics_json))
+    return output
+
+
+def explain(
+    left: Any,
+    right: Any,
+    on: Optional[Keys] = None,
+    *,
+    left_on: Optional[Keys] = None,
+    right_on: Optional[Keys] = None,
+    how: str = "inner",
+    strategy: str = "auto",
+    workers: Optional[int] = None,
+    partitions: Optional[int] = None,
+    analyze: bool = False,
+    top: int = 10,
+    **tuning: Any,
+) -> dict:
+    """The plan of a join, as ``skewjoin explain --json`` prints it, as a ``dict``: the strategy
+    and the reason for it, each side's rows, distinct and NULL keys, the ``top`` hottest keys
+    with the pairs they make, and the predicted load of every partition. With ``analyze=True``
+    the join also runs (its rows are counted, not kept) and ``plan["measured"]`` holds its
+    :class:`Metrics`. The arguments are :func:`join`'s."""
+    left_keys, right_keys = _key_columns(on, left_on, right_on)
+    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+        raise ValueError(f"top must be a non-negative integer, got {top!r}")
+    plan = json.loads(
+        _skewjoin.explain(
+            _source(left),
+            _source(right),
+            left_keys,
+            right_keys,
+            how,
+            strategy,
+            _count("workers", workers),
+            _count("partitions", partitions),
+            bool(analyze),
+            top,
+            tuning or None,
+        )
+    )
+    if plan.get("measured") is not None:
+        plan["measured"] = Metrics(plan["measured"])
+    return plan

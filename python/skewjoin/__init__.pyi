@@ -1,0 +1,51 @@
+from os import PathLike
+from typing import Any, Literal, Optional, Sequence, Union, overload
+
+import pyarrow
+
+from ._skewjoin import InputError as InputError
+
+__version__: str
+
+Keys = Union[str, Sequence[str]]
+Source = Union[str, PathLike[str], Any]
+How = Literal["inner", "left", "right", "full", "semi", "anti", "right-semi", "right-anti"]
+StrategyName = Literal[
+    "auto", "shuffle", "broadcast", "ib", "der", "ddr", "vprp", "vprp-t", "am", "tree",
+    "tree-basic",
+]
+
+class Metrics(dict[str, Any]):
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def output_rows(self) -> int: ...
+    def plot(self, ax: Any = ..., load: str = ...) -> Any: ...
+
+@overload
+def join(
+    left: Source, right: Source, on: Optional[Keys] = ..., *, left_on: Optional[Keys] = ...,
+    right_on: Optional[Keys] = ..., how: How = ..., strategy: StrategyName = ...,
+    workers: Optional[int] = ..., partitions: Optional[int] = ..., stream: Literal[False] = ...,
+    metrics: Literal[False] = ..., **tuning: Any,
+) -> pyarrow.Table: ...
+@overload
+def join(
+    left: Source, right: Source, on: Optional[Keys] = ..., *, left_on: Optional[Keys] = ...,
+    right_on: Optional[Keys] = ..., how: How = ..., strategy: StrategyName = ...,
+    workers: Optional[int] = ..., partitions: Optional[int] = ..., stream: Literal[False] = ...,
+    metrics: Literal[True], **tuning: Any,
+) -> tuple[pyarrow.Table, Metrics]: ...
+@overload
+def join(
+    left: Source, right: Source, on: Optional[Keys] = ..., *, left_on: Optional[Keys] = ...,
+    right_on: Optional[Keys] = ..., how: How = ..., strategy: StrategyName = ...,
+    workers: Optional[int] = ..., partitions: Optional[int] = ..., stream: Literal[True],
+    metrics: Literal[False] = ..., **tuning: Any,
+) -> pyarrow.RecordBatchReader: ...
+def explain(
+    left: Source, right: Source, on: Optional[Keys] = ..., *, left_on: Optional[Keys] = ...,
+    right_on: Optional[Keys] = ..., how: How = ..., strategy: StrategyName = ...,
+    workers: Optional[int] = ..., partitions: Optional[int] = ..., analyze: bool = ...,
+    top: int = ..., **tuning: Any,
+) -> dict[str, Any]: ...

@@ -1,0 +1,384 @@
+//! `skewjoin._skewjoin`, the native half of the Python package: tables in through the Arrow C
+//! stream interface (`__arrow_c_stream__`, zero-copy) or read from files, joined by
+//! [`skewjoin_runtime::tables`] on worker threads with the GIL released, and the output out as
+//! a `pyarrow.Table` or a `pyarrow.RecordBatchReader` fed while the join runs. The Python half
+//! (`skewjoin/__init__.py`) holds the documented functions and the `Metrics` class.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use arrow::array::{Array, RecordBatch, RecordBatchReader};
+use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
+use arrow::ffi_stream::RecordBatchStreamReader;
+use arrow_pyarrow::{FromPyArrow, IntoPyArrow};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use skewjoin_planner::am_join::Statistics;
+use skewjoin_runtime::engine::BatchSink;
+use skewjoin_runtime::error::Error;
+use skewjoin_runtime::io::{read_table, FileFormat};
+use skewjoin_runtime::memory::parse_size;
+use skewjoin_runtime::metrics::Metrics;
+use skewjoin_runtime::tables::{PreparedTables, Table, TableJoin};
+
+create_exception!(
+    skewjoin,
+    InputError,
+    PyValueError,
+    "An input table or file is malformed, or its columns do not fit the join (a missing key \
+     column, key types that cannot be compared)."
+);
+
+/// A runtime error as the Python exception of its kind, with the CLI's message.
+fn to_py(error: Error) -> PyErr {
+    match error {
+        Error::Usage(message) => PyValueError::new_err(message),
+        Error::Input(message) => InputError::new_err(message),
+        Error::Io(message) => PyOSError::new_err(message),
+        Error::Interrupted => PyKeyboardInterrupt::new_err(Error::Interrupted.to_string()),
+        other => PyRuntimeError::new_err(other.to_string()),
+    }
+}
+
+/// One side of a join from what the caller gave: a path to a file, or anything that exports
+/// an Arrow stream. The stream's batches are imported as they are: their buffers stay the
+/// producer's (pyarrow's, Polars') and are not copied.
+fn table_from(value: &Bound<'_, PyAny>, side: &str) -> PyResult<Table> {
+    if let Ok(path) = value.extract::<PathBuf>() {
+        let format = FileFormat::detect(&path, None).map_err(to_py)?;
+        let batch = read_table(&path, format).map_err(to_py)?;
+        return Ok(Table {
+            name: path.display().to_string(),
+            schema: batch.schema(),
+            batches: vec![batch],
+        });
+    }
+    if !value.hasattr("__arrow_c_stream__")? {
+        let type_name = value.get_type().name()?;
+        return Err(PyTypeError::new_err(format!(
+            "{side}: a {type_name} is not a table skewjoin can read; pass a pyarrow Table or \
+             RecordBatchReader, a Polars or pandas DataFrame, a DuckDB relation (anything with \
+             __arrow_c_stream__), or the path of a Parquet, Arrow IPC or CSV file"
+        )));
+    }
+    let reader = RecordBatchStreamReader::from_pyarrow_bound(value)?;
+    let schema = reader.schema();
+    let batches = reader
+        .collect::<Result<Vec<_>, ArrowError>>()
+        .map_err(|error| {
+            InputError::new_err(format!("{side}: reading the table failed: {error}"))
+        })?;
+    Ok(Table {
+        name: format!("the {side} table"),
+        schema,
+        batches,
+    })
+}
+
+/// The arguments past the tables and keys that tune a run, as keyword arguments.
+const TUNING: &str = "hot_per_mille, broadcast_per_mille, statistics, leaf, fanout, \
+                      broadcast_limit, memory_limit, virtual_per_partition, sample_fraction";
+
+/// The join request from the arguments.
+#[allow(clippy::too_many_arguments)]
+fn request(
+    left_on: Vec<String>,
+    right_on: Vec<String>,
+    how: &str,
+    strategy: &str,
+    workers: Option<usize>,
+    partitions: Option<usize>,
+    tuning: Option<&Bound<'_, PyDict>>,
+) -> PyResult<TableJoin> {
+    let mut join = TableJoin {
+        left_on,
+        right_on,
+        ..TableJoin::on(&[], &[])
+    };
+    join.strategy = strategy.to_string();
+    join.run.how = how.to_string();
+    join.run.workers = workers;
+    join.run.partitions = partitions;
+    let Some(tuning) = tuning else {
+        return Ok(join);
+    };
+    for (name, value) in tuning.iter() {
+        let name: String = name.extract()?;
+        let bad =
+            |what: &str| PyValueError::new_err(format!("{name}: expected {what}, got {value}"));
+        match name.as_str() {
+            "hot_per_mille" => join.tuning.hot_per_mille = Some(value.extract()?),
+            "broadcast_per_mille" => join.tuning.broadcast_per_mille = Some(value.extract()?),
+            "leaf" => join.tuning.leaf = Some(value.extract()?),
+            "fanout" => join.tuning.fanout = Some(value.extract()?),
+            "statistics" => {
+                let text: String = value.extract()?;
+                join.tuning.statistics = Some(
+                    text.parse::<Statistics>()
+                        .map_err(|error| PyValueError::new_err(format!("statistics: {error}")))?,
+                );
+            }
+            "broadcast_limit" => join.broadcast_limit = Some(value.extract()?),
+            "memory_limit" => {
+                join.memory_limit = Some(match value.extract::<u64>() {
+                    Ok(bytes) => bytes,
+                    Err(_) => {
+                        let text: String = value
+                            .extract()
+                            .map_err(|_| bad("a size in bytes or text such as \"8G\""))?;
+                        parse_size(&text).map_err(|error| {
+                            PyValueError::new_err(format!("memory_limit: {error}"))
+                        })?
+                    }
+                })
+            }
+            "virtual_per_partition" => join.run.virtual_per_partition = value.extract()?,
+            "sample_fraction" => join.run.sample_fraction = value.extract()?,
+            _ => {
+                return Err(PyTypeError::new_err(format!(
+                    "unexpected keyword argument '{name}'; the tuning arguments are {TUNING}"
+                )))
+            }
+        }
+    }
+    Ok(join)
+}
+
+/// Runs `work` on a thread of its own while this one waits with the GIL released, looking at
+/// Python's signals every 100 ms: at Ctrl-C, `stop` is set, the work is awaited (it ends within
+/// a step of the join's workers) and the `KeyboardInterrupt` is raised.
+fn run_detached<T: Send + 'static>(
+    py: Python<'_>,
+    stop: &Arc<AtomicBool>,
+    work: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> PyResult<T> {
+    let (done, mut result) = mpsc::channel();
+    let worker: JoinHandle<()> = std::thread::Builder::new()
+        .name("skewjoin".into())
+        .spawn(move || {
+            let _ = done.send(work());
+        })
+        .map_err(|error| PyRuntimeError::new_err(format!("cannot start the join: {error}")))?;
+    // The receiver goes into each wait and comes back: a detached closure may hold nothing
+    // that is not Send.
+    let outcome = loop {
+        let (receiver, received) = py.detach(move || {
+            let received = result.recv_timeout(Duration::from_millis(100));
+            (result, received)
+        });
+        result = receiver;
+        match received {
+            Ok(outcome) => break outcome,
+            Err(RecvTimeoutError::Timeout) => {
+                if let Err(signal) = py.check_signals() {
+                    stop.store(true, Ordering::Relaxed);
+                    py.detach(move || {
+                        let _ = result.recv();
+                    });
+                    let _ = worker.join();
+                    return Err(signal);
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err(
+                    "the join's thread ended without a result",
+                ))
+            }
+        }
+    };
+    let _ = worker.join();
+    outcome.map_err(to_py)
+}
+
+/// The join's output as it is made: a reader of the batches the workers hand over, paced by
+/// its consumer (the workers wait while `CHANNEL_BATCHES` batches are unread).
+struct OutputStream {
+    schema: SchemaRef,
+    batches: mpsc::Receiver<RecordBatch>,
+    join: Option<JoinHandle<Result<Metrics, Error>>>,
+    stop: Arc<AtomicBool>,
+}
+
+/// Batches (of up to 64 Ki rows each) the workers may be ahead of a streaming reader.
+const CHANNEL_BATCHES: usize = 4;
+
+impl Iterator for OutputStream {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Ok(batch) = self.batches.recv() {
+            return Some(Ok(batch));
+        }
+        // Every sender is gone: the join has ended.
+        match self.join.take()?.join() {
+            Ok(Ok(_)) => None,
+            Ok(Err(error)) => Some(Err(ArrowError::ExternalError(Box::new(error)))),
+            Err(_) => Some(Err(ArrowError::ComputeError("the join panicked".into()))),
+        }
+    }
+}
+
+impl RecordBatchReader for OutputStream {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+}
+
+impl Drop for OutputStream {
+    /// A reader closed or dropped before the end stops the join (its thread then ends alone).
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn prepare(
+    py: Python<'_>,
+    left: &Bound<'_, PyAny>,
+    right: &Bound<'_, PyAny>,
+    join: TableJoin,
+    stop: &Arc<AtomicBool>,
+) -> PyResult<PreparedTables> {
+    let left = table_from(left, "left")?;
+    let right = table_from(right, "right")?;
+    run_detached(py, stop, move || join.prepare(left, right))
+}
+
+/// The join (see `skewjoin.join`): returns the output (a `pyarrow.Table`, or with `stream` a
+/// `pyarrow.RecordBatchReader`) and, for a whole table, the metrics as JSON.
+#[pyfunction]
+#[pyo3(signature = (left, right, left_on, right_on, how, strategy, workers, partitions, stream, tuning))]
+#[allow(clippy::too_many_arguments)]
+fn join<'py>(
+    py: Python<'py>,
+    left: &Bound<'py, PyAny>,
+    right: &Bound<'py, PyAny>,
+    left_on: Vec<String>,
+    right_on: Vec<String>,
+    how: &str,
+    strategy: &str,
+    workers: Option<usize>,
+    partitions: Option<usize>,
+    stream: bool,
+    tuning: Option<&Bound<'py, PyDict>>,
+) -> PyResult<(Bound<'py, PyAny>, Option<String>)> {
+    let request = request(
+        left_on, right_on, how, strategy, workers, partitions, tuning,
+    )?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let prepared = prepare(py, left, right, request, &stop)?;
+    let schema = prepared.output_schema();
+    if stream {
+        let (sender, batches) = mpsc::sync_channel(CHANNEL_BATCHES);
+        let sink: BatchSink =
+            Arc::new(move |batch| sender.send(batch).map_err(|_| Error::Interrupted));
+        let run_stop = Arc::clone(&stop);
+        let join = std::thread::Builder::new()
+            .name("skewjoin".into())
+            .spawn(move || prepared.run(Some(sink), Some(run_stop)))
+            .map_err(|error| PyRuntimeError::new_err(format!("cannot start the join: {error}")))?;
+        let reader: Box<dyn RecordBatchReader + Send> = Box::new(OutputStream {
+            schema,
+            batches,
+            join: Some(join),
+            stop,
+        });
+        return Ok((reader.into_pyarrow(py)?, None));
+    }
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let sink_kept = Arc::clone(&kept);
+    let sink: BatchSink = Arc::new(move |batch| {
+        sink_kept
+            .lock()
+            .map_err(|_| Error::Internal("a worker panicked".into()))?
+            .push(batch);
+        Ok(())
+    });
+    let run_stop = Arc::clone(&stop);
+    let metrics = run_detached(py, &stop, move || prepared.run(Some(sink), Some(run_stop)))?;
+    let batches = std::mem::take(
+        &mut *kept
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("a worker panicked"))?,
+    );
+    let table = arrow_pyarrow::Table::try_new(batches, schema)
+        .map_err(|error| PyRuntimeError::new_err(error.to_string()))?;
+    let metrics = serde_json::to_string(&metrics)
+        .map_err(|error| PyRuntimeError::new_err(error.to_string()))?;
+    Ok((table.into_pyarrow(py)?, Some(metrics)))
+}
+
+/// The plan (see `skewjoin.explain`) as JSON; with `analyze`, the join is run (its rows
+/// counted, not kept) and its metrics are the plan's `measured`.
+#[pyfunction]
+#[pyo3(signature = (left, right, left_on, right_on, how, strategy, workers, partitions, analyze, top, tuning))]
+#[allow(clippy::too_many_arguments)]
+fn explain(
+    py: Python<'_>,
+    left: &Bound<'_, PyAny>,
+    right: &Bound<'_, PyAny>,
+    left_on: Vec<String>,
+    right_on: Vec<String>,
+    how: &str,
+    strategy: &str,
+    workers: Option<usize>,
+    partitions: Option<usize>,
+    analyze: bool,
+    top: usize,
+    tuning: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let request = request(
+        left_on, right_on, how, strategy, workers, partitions, tuning,
+    )?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let prepared = prepare(py, left, right, request, &stop)?;
+    let mut plan = prepared.plan(top);
+    if analyze {
+        let run_stop = Arc::clone(&stop);
+        plan.measured = Some(run_detached(py, &stop, move || {
+            prepared.run(None, Some(run_stop))
+        })?);
+    }
+    serde_json::to_string(&plan).map_err(|error| PyRuntimeError::new_err(error.to_string()))
+}
+
+/// The addresses of the value buffers of every column of every batch of `table`, as `join`
+/// imports it: the tests compare them with the producer's to check that nothing was copied.
+#[pyfunction]
+fn _imported_buffer_addresses(table: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<Vec<usize>>>> {
+    let table = table_from(table, "left")?;
+    Ok(table
+        .batches
+        .iter()
+        .map(|batch| {
+            batch
+                .columns()
+                .iter()
+                .map(|column| {
+                    column
+                        .to_data()
+                        .buffers()
+                        .iter()
+                        .map(|buffer| buffer.as_ptr() as usize)
+                        .collect()
+                })
+                .collect()
+        })
+        .collect())
+}
+
+#[pymodule]
+fn _skewjoin(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(join, module)?)?;
+    module.add_function(wrap_pyfunction!(explain, module)?)?;
+    module.add_function(wrap_pyfunction!(_imported_buffer_addresses, module)?)?;
+    module.add("InputError", module.py().get_type::<InputError>())?;
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,286 @@
+"""The Python package against DuckDB's answer, on pyarrow tables, Polars frames and files."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import duckdb
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+import pytest
+
+import skewjoin
+
+polars = pytest.importorskip("polars")
+
+# A strategy of every kind: the baselines, the Small-Large family, the sampled ranges, and the
+# two for keys hot on both sides.
+STRATEGIES = ["auto", "shuffle", "broadcast", "ib", "vprp", "am", "tree"]
+HOWS = ["inner", "left", "right", "full", "semi", "anti", "right-semi", "right-anti"]
+
+SQL = {
+    "inner": "SELECT l.*, r.* FROM l JOIN r ON {on}",
+    "left": "SELECT l.*, r.* FROM l LEFT JOIN r ON {on}",
+    "right": "SELECT l.*, r.* FROM l RIGHT JOIN r ON {on}",
+    "full": "SELECT l.*, r.* FROM l FULL JOIN r ON {on}",
+    "semi": "SELECT l.* FROM l SEMI JOIN r ON {on}",
+    "anti": "SELECT l.* FROM l ANTI JOIN r ON {on}",
+    "right-semi": "SELECT r.* FROM r SEMI JOIN l ON {on}",
+    "right-anti": "SELECT r.* FROM r ANTI JOIN l ON {on}",
+}
+
+
+def skewed_keys(rows, side, seed):
+    """Keys hot on both sides (7), hot on one (8 left, 9 right), on one side only, and NULLs."""
+    rng = random.Random(seed)
+    keys = []
+    for _ in range(rows):
+        draw = rng.random()
+        if draw < 0.3:
+            keys.append(7)
+        elif draw < 0.4:
+            keys.append(8 if side == "left" else 9)
+        elif draw < 0.45:
+            keys.append(None)
+        elif draw < 0.5:
+            keys.append(1000 + rng.randrange(20) + (0 if side == "left" else 10))
+        else:
+            keys.append(rng.randrange(200))
+    return keys
+
+
+def tables(rows=600):
+    left = pa.table(
+        {
+            "k": pa.array(skewed_keys(rows, "left", 1), pa.int64()),
+            "id": pa.array(range(rows), pa.int64()),
+            "name": [f"l{i}" for i in range(rows)],
+        }
+    )
+    right = pa.table(
+        {
+            "k": pa.array(skewed_keys(rows // 2, "right", 2), pa.int32()),
+            "id": pa.array(range(10_000, 10_000 + rows // 2), pa.int64()),
+            "score": [i * 0.5 for i in range(rows // 2)],
+        }
+    )
+    return left, right
+
+
+def duckdb_rows(left, right, how, on="l.k = r.k"):
+    con = duckdb.connect()
+    con.register("l", left)
+    con.register("r", right)
+    return sorted(con.sql(SQL[how].format(on=on)).fetchall(), key=repr)
+
+
+def rows_of(table):
+    return sorted((tuple(row.values()) for row in table.to_pylist()), key=repr)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("how", HOWS)
+def test_every_join_type_and_strategy_matches_duckdb(strategy, how):
+    left, right = tables()
+    # Batches of several lengths: the tables are joined as they are, not first made one.
+    left = pa.Table.from_batches(left.to_batches(max_chunksize=97))
+    expected = duckdb_rows(left, right, how)
+    try:
+        joined = skewjoin.join(left, right, on="k", how=how, strategy=strategy, workers=3,
+                               partitions=5)
+    except ValueError as error:
+        # A strategy that cannot compute a join type whatever the sizes says so.
+        assert strategy in ("broadcast", "ib") and how in ("full",), error
+        return
+    assert rows_of(joined) == expected
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_polars_frames_and_duckdb_relations_are_tables_too(how):
+    left, right = tables(300)
+    expected = duckdb_rows(left, right, how)
+    assert rows_of(skewjoin.join(polars.from_arrow(left), polars.from_arrow(right), on="k",
+                                 how=how, workers=2)) == expected
+    con = duckdb.connect()
+    con.register("lt", left)
+    relation = con.sql("SELECT * FROM lt")
+    assert rows_of(skewjoin.join(relation, right, on="k", how=how, workers=2)) == expected
+
+
+def test_output_columns_are_named_as_the_command_line_names_them():
+    left, right = tables(50)
+    joined = skewjoin.join(left, right, on="k")
+    assert joined.column_names == ["k", "id", "name", "k_right", "id_right", "score"]
+    assert skewjoin.join(left, right, on="k", how="semi").column_names == ["k", "id", "name"]
+    assert skewjoin.join(left, right, on="k", how="right-anti").column_names == [
+        "k", "id", "score"]
+
+
+def test_string_and_composite_keys_and_different_key_names():
+    left = pa.table({"a": ["x", "y", None, "x", "z"], "b": [1, 2, 3, 1, None], "v": range(5)})
+    right = pa.table({"c": ["x", "x", "y", None], "d": [1, 1, 9, 3], "w": range(4)})
+    for how in HOWS:
+        expected = duckdb_rows(left, right, how, on="l.a = r.c AND l.b = r.d")
+        joined = skewjoin.join(left, right, left_on=["a", "b"], right_on=["c", "d"], how=how)
+        assert rows_of(joined) == expected, how
+        expected = duckdb_rows(left, right, how, on="l.a = r.c")
+        assert rows_of(skewjoin.join(left, right, left_on="a", right_on="c", how=how)) == expected
+
+
+def test_empty_tables():
+    left, right = tables(40)
+    for how in HOWS:
+        for (l, r) in [(left.slice(0, 0), right), (left, right.slice(0, 0)),
+                       (left.slice(0, 0), right.slice(0, 0))]:
+            assert rows_of(skewjoin.join(l, r, on="k", how=how)) == duckdb_rows(l, r, how)
+
+
+def test_files_are_read_by_path(tmp_path):
+    left, right = tables(200)
+    pq.write_table(left, tmp_path / "left.parquet")
+    pa_csv.write_csv(right, tmp_path / "right.csv")
+    joined = skewjoin.join(tmp_path / "left.parquet", str(tmp_path / "right.csv"), on="k")
+    assert rows_of(joined) == duckdb_rows(left, right, "inner")
+
+
+def test_input_buffers_are_not_copied():
+    left, _ = tables(1000)
+    # Four batches, each a slice of the same buffers.
+    left = pa.Table.from_batches(left.to_batches(max_chunksize=300))
+    imported = skewjoin._skewjoin._imported_buffer_addresses(left)
+    produced = [
+        [[(b.address, b.size) for b in column.buffers() if b is not None]
+         for column in batch.columns]
+        for batch in left.to_batches()
+    ]
+    assert len(imported) == 4
+    for batch_imported, batch_produced in zip(imported, produced):
+        for column_imported, column_produced in zip(batch_imported, batch_produced):
+            assert column_imported
+            # Every value and offset buffer of ours lies in one of pyarrow's (at the slice's
+            # offset): imported, not copied.
+            for address in column_imported:
+                assert any(start <= address < start + size or address == start
+                           for start, size in column_produced), (address, column_produced)
+
+
+def test_metrics_describe_the_run_and_plot():
+    left, right = tables()
+    joined, metrics = skewjoin.join(left, right, on="k", strategy="am", workers=2, partitions=4,
+                                    metrics=True)
+    assert metrics.strategy == "am"
+    assert metrics.output_rows == joined.num_rows
+    assert len(metrics["per_partition"]) == 4
+    assert sum(p["output_rows"] for p in metrics["per_partition"]) == joined.num_rows
+    assert metrics["left_rows"] == left.num_rows and metrics["right_rows"] == right.num_rows
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    ax = metrics.plot()
+    bars = ax.patches
+    assert len(bars) == 4
+    heights = [bar.get_height() for bar in bars]
+    tallest = heights.index(max(heights))
+    assert bars[tallest].get_facecolor()[:3] == matplotlib.colors.to_rgb("#d62728")
+    assert [p["output_rows"] for p in metrics["per_partition"]] == heights
+
+
+def test_explain_returns_the_plan_and_analyze_measures():
+    left, right = tables()
+    plan = skewjoin.explain(left, right, on="k", workers=2, top=3)
+    assert plan["strategy"] in ("am", "shuffle", "broadcast", "ib")
+    assert plan["hot_keys"][0]["key"] == "7"
+    assert len(plan["hot_keys"]) == 3
+    assert plan["measured"] is None
+    plan = skewjoin.explain(left, right, on="k", strategy="tree", analyze=True)
+    assert plan["measured"].output_rows == len(duckdb_rows(left, right, "inner"))
+
+
+def test_bad_arguments_and_inputs_raise_what_they_are():
+    left, right = tables(30)
+    with pytest.raises(skewjoin.InputError, match="nope"):
+        skewjoin.join(left, right, left_on="k", right_on="nope")
+    with pytest.raises(skewjoin.InputError):
+        skewjoin.join(left, right, left_on="name", right_on="k")
+    with pytest.raises(ValueError, match="how"):
+        skewjoin.join(left, right, on="k", how="sideways")
+    with pytest.raises(ValueError, match="strategy"):
+        skewjoin.join(left, right, on="k", strategy="fastest")
+    with pytest.raises(ValueError, match="workers"):
+        skewjoin.join(left, right, on="k", workers=0)
+    with pytest.raises(ValueError, match="no join key"):
+        skewjoin.join(left, right)
+    with pytest.raises(TypeError, match="hot_per_thousand"):
+        skewjoin.join(left, right, on="k", hot_per_thousand=3)
+    with pytest.raises(TypeError, match="__arrow_c_stream__"):
+        skewjoin.join([1, 2], right, on="k")
+    with pytest.raises(skewjoin.InputError, match="missing.parquet: no such file"):
+        skewjoin.join("missing.parquet", right, on="k")
+    # The tuning arguments are the command line's flags.
+    joined = skewjoin.join(left, right, on="k", strategy="am", hot_per_mille=1,
+                           statistics="space-saving:64", memory_limit="1G")
+    assert rows_of(joined) == duckdb_rows(left, right, "inner")
+
+
+def test_the_streaming_reader_yields_while_the_join_runs():
+    # 5,000 x 5,000 rows of one key: 25 million output rows, 800 MB as one table. Read a batch
+    # at a time, the process never holds more than a few batches (the workers wait for the
+    # reader), so its peak memory stays far below the whole output's.
+    script = textwrap.dedent(
+        """
+        import resource, pyarrow as pa, skewjoin
+        side = pa.table({"k": pa.array([1] * 5000, pa.int64()), "v": range(5000)})
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        reader = skewjoin.join(side, side, on="k", workers=2, stream=True)
+        rows = batches = 0
+        for batch in reader:
+            rows += batch.num_rows
+            batches += 1
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        print(rows, batches, grown * 1024)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, check=True).stdout.split()
+    rows, batches, grown = map(int, out)
+    assert rows == 25_000_000
+    assert batches >= 25_000_000 // (64 * 1024)
+    assert grown < 200 * 1024 * 1024, f"peak memory grew by {grown} bytes"
+
+
+def test_closing_a_stream_early_and_errors_in_a_stream():
+    side = pa.table({"k": pa.array([1] * 3000, pa.int64()), "v": range(3000)})
+    reader = skewjoin.join(side, side, on="k", workers=2, stream=True)
+    first = reader.read_next_batch()
+    assert first.num_rows > 0
+    reader.close()
+    # The join stopped with its reader; the next runs as usual.
+    assert skewjoin.join(side.slice(0, 10), side.slice(0, 10), on="k").num_rows == 100
+
+
+def test_ctrl_c_stops_a_long_join():
+    script = textwrap.dedent(
+        """
+        import sys, pyarrow as pa, skewjoin
+        side = pa.table({"k": pa.array([1] * 100_000, pa.int64())})
+        print("started", flush=True)
+        try:
+            # 10^10 pairs, counted: minutes, unless interrupted.
+            skewjoin.explain(side, side, on="k", strategy="shuffle", workers=2, analyze=True)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(0)
+        print("finished", flush=True)
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "started"
+    time.sleep(1.0)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=60)
+    assert out.strip() == "interrupted"
+    assert child.returncode == 0
