@@ -2505,9 +2505,40 @@ impl BatchEncoder {
                     .map_err(|error| arrow_write_error(path, FileFormat::Csv, error))?;
                 Ok(EncodedBatch(Encoded::Csv(writer.into_inner())))
             }
-            Encoding::Ipc => Ok(EncodedBatch(Encoded::Ipc(batch.clone()))),
+            Encoding::Ipc => Ok(EncodedBatch(Encoded::Ipc(compact_views(batch)))),
         }
     }
+}
+
+/// `batch` with its string and binary view columns holding only the bytes their rows use.
+/// Output rows taken from a view column still point into the input's data buffers, and an IPC
+/// writer writes every buffer a column refers to whole: each batch of a join of TPC-H's
+/// lineitem (strings as `Utf8View`, as tpchgen-cli and Polars write them) carried all of the
+/// input's string bytes, and the file grew past 20 GB for 6 million rows.
+fn compact_views(batch: &RecordBatch) -> RecordBatch {
+    if !batch.columns().iter().any(|column| {
+        matches!(
+            column.data_type(),
+            DataType::Utf8View | DataType::BinaryView
+        )
+    }) {
+        return batch.clone();
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|column| match column.data_type() {
+            DataType::Utf8View => Arc::new(column.as_string_view().gc()) as ArrayRef,
+            DataType::BinaryView => Arc::new(column.as_binary_view().gc()) as ArrayRef,
+            _ => Arc::clone(column),
+        })
+        .collect();
+    RecordBatch::try_new_with_options(
+        batch.schema(),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )
+    .expect("the same columns, compacted, fit the same schema")
 }
 
 /// One row group of `batch`: every column encoded and compressed by a column writer of
@@ -2880,6 +2911,32 @@ mod tests {
     /// Every codec a format has round-trips, and is the codec the file says it was written
     /// with: Parquet's column chunks name it; an Arrow IPC file compressed is smaller than one
     /// that is not, for a column that repeats.
+    #[test]
+    fn view_columns_written_to_ipc_hold_only_their_rows_bytes() {
+        let dir = TempDir::new().unwrap();
+        // 100,000 strings of 40 bytes (past the 12 a view holds inline): 4 MB of data.
+        let strings: Vec<String> = (0..100_000).map(|row| format!("{row:040}")).collect();
+        let column: ArrayRef = Arc::new(StringViewArray::from_iter_values(&strings));
+        let table = RecordBatch::try_from_iter([("s", column)]).unwrap();
+        // Ten rows taken, as a join's output takes them: views into the 4 MB buffer.
+        let rows = UInt32Array::from_iter_values((0..10).map(|row| row * 9_999));
+        let taken = RecordBatch::try_new(
+            table.schema(),
+            vec![take(table.column(0).as_ref(), &rows, None).unwrap()],
+        )
+        .unwrap();
+        let path = dir.path().join("out.arrow");
+        let compression = OutputCompression::for_output(None, FileFormat::ArrowIpc).unwrap();
+        let mut writer =
+            OutputWriter::create(&path, FileFormat::ArrowIpc, compression, table.schema()).unwrap();
+        writer.write(&taken).unwrap();
+        writer.finish().unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() < 16 * 1024);
+        let back = read_table(&path, FileFormat::ArrowIpc).unwrap();
+        assert_eq!(back.column(0).as_string_view().value(3), strings[3 * 9_999]);
+        assert_eq!(back.num_rows(), 10);
+    }
+
     #[test]
     fn every_output_codec_round_trips() {
         let dir = TempDir::new().unwrap();
