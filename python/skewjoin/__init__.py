@@ -1,7 +1,7 @@
 """Skew-resistant equi-joins of Arrow tables, on worker threads.
 
 ``skewjoin.join`` joins two tables, each a pyarrow ``Table`` or ``RecordBatchReader``, a Polars
-or pandas ``DataFrame``, a DuckDB relation (anything that exports an Arrow stream through
+``DataFrame``, a DuckDB relation (anything that exports an Arrow stream through
 ``__arrow_c_stream__``; its buffers are not copied) or the path of a Parquet, Arrow IPC or CSV
 file, and returns a ``pyarrow.Table``. When a key is hot (so frequent that hashing every row of
 it to one worker would leave the others idle) its work is spread over the workers, by the same
@@ -141,9 +141,11 @@ def join(
     """Joins ``left`` and ``right`` where their key columns are equal.
 
     left, right
-        A pyarrow ``Table`` or ``RecordBatchReader``, a Polars or pandas ``DataFrame``, a DuckDB
-        relation, anything else with ``__arrow_c_stream__`` (read without copying its
-        buffers), or the path of a Parquet, Arrow IPC (.arrow, .ipc, .feather) or CSV file.
+        A pyarrow ``Table`` or ``RecordBatchReader``, a Polars ``DataFrame``, a DuckDB
+        relation, anything else with ``__arrow_c_stream__`` (its Arrow buffers are used as they
+        are, not copied; a pandas 2.2+ ``DataFrame`` has one too, but pyarrow converts it,
+        copying, with a non-default index as a column), or the path of a Parquet, Arrow IPC
+        (.arrow, .ipc, .feather) or CSV file.
     on
         The key column, or list of columns, named the same on both sides.
     left_on, right_on
@@ -165,8 +167,9 @@ def join(
         Parts the work is cut into (default: one per worker); load is reported per partition.
     stream
         Return a ``pyarrow.RecordBatchReader`` that yields the output's batches while the join
-        runs, instead of a whole table (the workers wait while a few batches are unread; closing
-        the reader stops the join).
+        runs, instead of a whole table (the workers wait while a few batches are unread;
+        dropping the reader, e.g. ``del reader``, stops the join). Errors and Ctrl-C reach the
+        code that reads it.
     metrics
         Also return the run's :class:`Metrics`: ``table, metrics = join(..., metrics=True)``.
     **tuning
@@ -180,9 +183,10 @@ def join(
     for semi and anti joins); a right column named as a left one gets the suffix ``_right``.
     Rows come in no particular order.
 
-    Raises ``ValueError`` for a bad argument, :class:`InputError` (a ``ValueError``) for an
-    input that is malformed or whose columns do not fit the join, ``OSError`` for a file that
-    cannot be read, and ``KeyboardInterrupt`` at Ctrl-C, which stops the join.
+    Raises ``ValueError`` for a bad argument; :class:`InputError` (a ``ValueError``) for an
+    input that is missing, malformed, or whose key columns are missing or cannot be joined;
+    ``OSError`` when the operating system fails to read a file; and ``KeyboardInterrupt`` at
+    Ctrl-C, which stops the join.
     """
     left_keys, right_keys = _key_columns(on, left_on, right_on)
     if stream and metrics:

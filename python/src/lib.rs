@@ -12,10 +12,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use arrow::array::{Array, RecordBatch, RecordBatchReader};
-use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use arrow::ffi_stream::RecordBatchStreamReader;
-use arrow_pyarrow::{FromPyArrow, IntoPyArrow};
+use arrow_pyarrow::{FromPyArrow, IntoPyArrow, ToPyArrow};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -197,41 +196,65 @@ fn run_detached<T: Send + 'static>(
     outcome.map_err(to_py)
 }
 
-/// The join's output as it is made: a reader of the batches the workers hand over, paced by
-/// its consumer (the workers wait while `CHANNEL_BATCHES` batches are unread).
-struct OutputStream {
-    schema: SchemaRef,
-    batches: mpsc::Receiver<RecordBatch>,
-    join: Option<JoinHandle<Result<Metrics, Error>>>,
+/// The join's output as it is made: the batches the workers hand over, paced by their
+/// consumer (the workers wait while `CHANNEL_BATCHES` batches are unread). A Python iterator,
+/// which `join` wraps in a `pyarrow.RecordBatchReader`: pyarrow calls it for each batch, and the
+/// exceptions it raises (the join's errors as their kinds, a `KeyboardInterrupt`) reach the
+/// reader's caller as they are.
+#[pyclass]
+struct OutputBatches {
+    batches: Mutex<mpsc::Receiver<RecordBatch>>,
+    join: Mutex<Option<JoinHandle<Result<Metrics, Error>>>>,
     stop: Arc<AtomicBool>,
 }
 
 /// Batches (of up to 64 Ki rows each) the workers may be ahead of a streaming reader.
 const CHANNEL_BATCHES: usize = 4;
 
-impl Iterator for OutputStream {
-    type Item = Result<RecordBatch, ArrowError>;
+#[pymethods]
+impl OutputBatches {
+    fn __iter__(this: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        this
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if let Ok(batch) = self.batches.recv() {
-            return Some(Ok(batch));
+    /// The next batch; waits with the GIL released, looking at Python's signals every 100 ms:
+    /// at Ctrl-C the join is stopped and the `KeyboardInterrupt` raised.
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        loop {
+            let received = py
+                .detach(|| {
+                    self.batches
+                        .lock()
+                        .map(|batches| batches.recv_timeout(Duration::from_millis(100)))
+                        .map_err(drop)
+                })
+                .map_err(|_| PyRuntimeError::new_err("a reader of this output panicked"))?;
+            match received {
+                Ok(batch) => return batch.to_pyarrow(py).map(Some),
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(signal) = py.check_signals() {
+                        self.stop.store(true, Ordering::Relaxed);
+                        return Err(signal);
+                    }
+                }
+            }
         }
         // Every sender is gone: the join has ended.
-        match self.join.take()?.join() {
-            Ok(Ok(_)) => None,
-            Ok(Err(error)) => Some(Err(ArrowError::ExternalError(Box::new(error)))),
-            Err(_) => Some(Err(ArrowError::ComputeError("the join panicked".into()))),
+        let join = self
+            .join
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("a reader of this output panicked"))?
+            .take();
+        match join.map(|join| py.detach(|| join.join())) {
+            None | Some(Ok(Ok(_))) => Ok(None),
+            Some(Ok(Err(error))) => Err(to_py(error)),
+            Some(Err(_)) => Err(PyRuntimeError::new_err("the join panicked")),
         }
     }
 }
 
-impl RecordBatchReader for OutputStream {
-    fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.schema)
-    }
-}
-
-impl Drop for OutputStream {
+impl Drop for OutputBatches {
     /// A reader closed or dropped before the end stops the join (its thread then ends alone).
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -247,7 +270,10 @@ fn prepare(
 ) -> PyResult<PreparedTables> {
     let left = table_from(left, "left")?;
     let right = table_from(right, "right")?;
-    run_detached(py, stop, move || join.prepare(left, right))
+    let prepare_stop = Arc::clone(stop);
+    run_detached(py, stop, move || {
+        join.prepare(left, right, Some(&prepare_stop))
+    })
 }
 
 /// The join (see `skewjoin.join`): returns the output (a `pyarrow.Table`, or with `stream` a
@@ -283,13 +309,19 @@ fn join<'py>(
             .name("skewjoin".into())
             .spawn(move || prepared.run(Some(sink), Some(run_stop)))
             .map_err(|error| PyRuntimeError::new_err(format!("cannot start the join: {error}")))?;
-        let reader: Box<dyn RecordBatchReader + Send> = Box::new(OutputStream {
-            schema,
-            batches,
-            join: Some(join),
+        let batches = OutputBatches {
+            batches: Mutex::new(batches),
+            join: Mutex::new(Some(join)),
             stop,
-        });
-        return Ok((reader.into_pyarrow(py)?, None));
+        };
+        let reader = py
+            .import("pyarrow")?
+            .getattr("RecordBatchReader")?
+            .call_method1(
+                "from_batches",
+                (schema.as_ref().to_pyarrow(py)?, Bound::new(py, batches)?),
+            )?;
+        return Ok((reader, None));
     }
     let kept = Arc::new(Mutex::new(Vec::new()));
     let sink_kept = Arc::clone(&kept);
@@ -333,9 +365,11 @@ fn explain(
     top: usize,
     tuning: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
-    let request = request(
+    let mut request = request(
         left_on, right_on, how, strategy, workers, partitions, tuning,
     )?;
+    // Rows are counted, not made, as `skewjoin explain` without --output counts them.
+    request.makes_output = false;
     let stop = Arc::new(AtomicBool::new(false));
     let prepared = prepare(py, left, right, request, &stop)?;
     let mut plan = prepared.plan(top);

@@ -1,5 +1,6 @@
 """The Python package against DuckDB's answer, on pyarrow tables, Polars frames and files."""
 
+import gc
 import os
 import random
 import signal
@@ -252,35 +253,71 @@ def test_the_streaming_reader_yields_while_the_join_runs():
     assert grown < 200 * 1024 * 1024, f"peak memory grew by {grown} bytes"
 
 
-def test_closing_a_stream_early_and_errors_in_a_stream():
+def test_dropping_a_stream_early_stops_its_join():
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+
     side = pa.table({"k": pa.array([1] * 3000, pa.int64()), "v": range(3000)})
-    reader = skewjoin.join(side, side, on="k", workers=2, stream=True)
-    first = reader.read_next_batch()
-    assert first.num_rows > 0
-    reader.close()
-    # The join stopped with its reader; the next runs as usual.
-    assert skewjoin.join(side.slice(0, 10), side.slice(0, 10), on="k").num_rows == 100
+    before = threads()
+    reader = skewjoin.join(side, side, on="k", workers=3, stream=True)
+    assert reader.read_next_batch().num_rows > 0
+    # The join's thread and its three workers wait for the reader.
+    assert threads() >= before + 4
+    # Dropped, the reader stops the join and its threads end (bounded wait). (pyarrow's
+    # close() keeps the batches' source until the reader goes.)
+    del reader
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while threads() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threads() <= before
+
+
+def interrupted(script):
+    """Runs `script` in a Python of its own, sends it SIGINT once it prints "started", and
+    returns what it printed then."""
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)],
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "started"
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == 0
+    return out.strip()
 
 
 def test_ctrl_c_stops_a_long_join():
-    script = textwrap.dedent(
+    assert interrupted(
         """
         import sys, pyarrow as pa, skewjoin
-        side = pa.table({"k": pa.array([1] * 100_000, pa.int64())})
+        side = pa.table({"k": pa.array([1] * 1_000_000, pa.int64())})
         print("started", flush=True)
         try:
-            # 10^10 pairs, counted: minutes, unless interrupted.
+            # 10^12 pairs, counted: hours, unless interrupted.
             skewjoin.explain(side, side, on="k", strategy="shuffle", workers=2, analyze=True)
         except KeyboardInterrupt:
             print("interrupted", flush=True)
             sys.exit(0)
         print("finished", flush=True)
         """
-    )
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    assert child.stdout.readline().strip() == "started"
-    time.sleep(1.0)
-    child.send_signal(signal.SIGINT)
-    out, _ = child.communicate(timeout=60)
-    assert out.strip() == "interrupted"
-    assert child.returncode == 0
+    ) == "interrupted"
+
+
+def test_ctrl_c_stops_a_streamed_join_while_its_reader_waits():
+    assert interrupted(
+        """
+        import sys, pyarrow as pa, skewjoin
+        side = pa.table({"k": pa.array([1] * 1_000_000, pa.int64())})
+        # 10^12 output rows: the reader waits for the workers nearly all the time.
+        reader = skewjoin.join(side, side, on="k", workers=2, stream=True)
+        reader.read_next_batch()
+        print("started", flush=True)
+        try:
+            for batch in reader:
+                pass
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(0)
+        print("finished", flush=True)
+        """
+    ) == "interrupted"

@@ -113,7 +113,14 @@ fn load_side(path: &Path, format: FileFormat, columns: &[String]) -> Result<Side
         batch.schema(),
         vec![batch],
         columns,
+        max_threads(),
+        None,
     )
+}
+
+/// The CPU cores here: the threads a whole file's keys and row hashes are read on.
+fn max_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Whether two paths name the same file, whether or not it exists yet.

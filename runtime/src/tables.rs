@@ -17,7 +17,7 @@
 //!     Table { name: name.into(), schema, batches: vec![batch] }
 //! };
 //! let join = TableJoin::on(&["k"], &["k"]);
-//! let prepared = join.prepare(table("left", vec![1, 2, 2]), table("right", vec![2, 3])).unwrap();
+//! let prepared = join.prepare(table("left", vec![1, 2, 2]), table("right", vec![2, 3]), None).unwrap();
 //! let output = Arc::new(Mutex::new(Vec::new()));
 //! let kept = Arc::clone(&output);
 //! let sink = Arc::new(move |batch: RecordBatch| {
@@ -79,6 +79,9 @@ pub struct TableJoin {
     pub broadcast_limit: Option<u64>,
     /// `--memory-limit`.
     pub memory_limit: Option<u64>,
+    /// Whether the output rows are made (handed to an output), not only counted: `auto`
+    /// weighs an output pair by it, as the command line does with and without `--output`.
+    pub makes_output: bool,
 }
 
 impl TableJoin {
@@ -92,13 +95,20 @@ impl TableJoin {
             tuning: Tuning::default(),
             broadcast_limit: None,
             memory_limit: None,
+            makes_output: true,
         }
     }
 
     /// Checks the request against the tables, reads every row's key and hash, and chooses the
     /// strategy. Bad arguments are [`Error::Usage`]; key columns that are missing or cannot be
-    /// joined are [`Error::Input`], naming the table and column.
-    pub fn prepare(&self, left: Table, right: Table) -> Result<PreparedTables> {
+    /// joined are [`Error::Input`], naming the table and column. Setting `stop` ends it with
+    /// [`Error::Interrupted`].
+    pub fn prepare(
+        &self,
+        left: Table,
+        right: Table,
+        stop: Option<&AtomicBool>,
+    ) -> Result<PreparedTables> {
         let start = Instant::now();
         let how: JoinType = self
             .run
@@ -130,9 +140,22 @@ impl TableJoin {
                 &self.right_on,
             ),
         )?;
-        let left = SideData::from_batches(&left.name, left.schema, left.batches, &self.left_on)?;
-        let right =
-            SideData::from_batches(&right.name, right.schema, right.batches, &self.right_on)?;
+        let left = SideData::from_batches(
+            &left.name,
+            left.schema,
+            left.batches,
+            &self.left_on,
+            workers,
+            stop,
+        )?;
+        let right = SideData::from_batches(
+            &right.name,
+            right.schema,
+            right.batches,
+            &self.right_on,
+            workers,
+            stop,
+        )?;
         let rows = (left.keys.len() as u64, right.keys.len() as u64);
         let (choice, budget) = choose_strategy(
             &PlanRequest {
@@ -140,8 +163,7 @@ impl TableJoin {
                 how,
                 workers,
                 rows,
-                // The output is made, as it is when written.
-                written: true,
+                written: self.makes_output,
                 run: &self.run,
                 tuning: &self.tuning,
                 broadcast_limit: self.broadcast_limit,
@@ -371,6 +393,7 @@ mod tests {
                     let prepared = match join.prepare(
                         table("left", &left_keys, 0, &[0, 3, 1, 0, 17, 64]),
                         table("right", &right_keys, 10_000, &[100, 0, 1]),
+                        None,
                     ) {
                         // A strategy that cannot compute this join type says so.
                         Err(Error::Usage(_)) => continue,
@@ -411,7 +434,7 @@ mod tests {
         let (left, right) = hot_pair();
         let mut join = TableJoin::on(&["k"], &["k"]);
         join.run.workers = Some(2);
-        let prepared = join.prepare(left, right).unwrap();
+        let prepared = join.prepare(left, right, None).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let seen = Arc::new(Mutex::new(0usize));
         let (stopper, counter) = (Arc::clone(&stop), Arc::clone(&seen));
@@ -429,11 +452,22 @@ mod tests {
     }
 
     #[test]
+    fn preparing_stops_when_told() {
+        let (left, right) = hot_pair();
+        let stop = AtomicBool::new(true);
+        let join = TableJoin::on(&["k"], &["k"]);
+        assert_eq!(
+            join.prepare(left, right, Some(&stop)).unwrap_err(),
+            Error::Interrupted
+        );
+    }
+
+    #[test]
     fn an_output_error_ends_the_run_with_that_error() {
         let (left, right) = hot_pair();
         let mut join = TableJoin::on(&["k"], &["k"]);
         join.run.workers = Some(3);
-        let prepared = join.prepare(left, right).unwrap();
+        let prepared = join.prepare(left, right, None).unwrap();
         let sink: BatchSink =
             Arc::new(|_| Err(Error::Io("the reader of the output went away".into())));
         assert_eq!(
@@ -448,18 +482,21 @@ mod tests {
         let sides = || (table("left", &keys, 0, &[]), table("right", &keys, 10, &[]));
         let mut join = TableJoin::on(&["k"], &["nope"]);
         let (left, right) = sides();
-        let error = join.prepare(left, right).unwrap_err();
+        let error = join.prepare(left, right, None).unwrap_err();
         assert!(
             matches!(&error, Error::Input(message) if message.contains("nope") && message.contains("right")),
             "{error:?}"
         );
         join.right_on = vec!["k".into(), "id".into()];
         let (left, right) = sides();
-        assert!(matches!(join.prepare(left, right), Err(Error::Usage(_))));
+        assert!(matches!(
+            join.prepare(left, right, None),
+            Err(Error::Usage(_))
+        ));
         join.right_on = vec!["k".into()];
         join.run.how = "sideways".into();
         let (left, right) = sides();
-        let error = join.prepare(left, right).unwrap_err();
+        let error = join.prepare(left, right, None).unwrap_err();
         assert!(
             matches!(&error, Error::Usage(message) if message.starts_with("how:")),
             "{error:?}"
