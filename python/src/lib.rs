@@ -22,7 +22,7 @@ use pyo3::types::PyDict;
 use skewjoin_planner::am_join::Statistics;
 use skewjoin_runtime::engine::BatchSink;
 use skewjoin_runtime::error::Error;
-use skewjoin_runtime::io::{read_table, FileFormat};
+use skewjoin_runtime::io::{compact_views, read_table, FileFormat};
 use skewjoin_runtime::memory::parse_size;
 use skewjoin_runtime::metrics::Metrics;
 use skewjoin_runtime::tables::{PreparedTables, Table, TableJoin};
@@ -302,8 +302,11 @@ fn join<'py>(
     let schema = prepared.output_schema();
     if stream {
         let (sender, batches) = mpsc::sync_channel(CHANNEL_BATCHES);
-        let sink: BatchSink =
-            Arc::new(move |batch| sender.send(batch).map_err(|_| Error::Interrupted));
+        let sink: BatchSink = Arc::new(move |batch| {
+            sender
+                .send(compact_views(&batch))
+                .map_err(|_| Error::Interrupted)
+        });
         let run_stop = Arc::clone(&stop);
         let join = std::thread::Builder::new()
             .name("skewjoin".into())
@@ -325,7 +328,12 @@ fn join<'py>(
     }
     let kept = Arc::new(Mutex::new(Vec::new()));
     let sink_kept = Arc::clone(&kept);
+    // View columns keep only their rows' bytes: taken from the input they still point into
+    // its whole data buffers, and a table written to Arrow IPC or Feather by pyarrow would
+    // carry those buffers with every batch (3 rows of a 200,000-row string_view table made an
+    // 8 MB file). The same for a stream's batches.
     let sink: BatchSink = Arc::new(move |batch| {
+        let batch = compact_views(&batch);
         sink_kept
             .lock()
             .map_err(|_| Error::Internal("a worker panicked".into()))?

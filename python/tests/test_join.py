@@ -11,6 +11,7 @@ import time
 
 import duckdb
 import pyarrow as pa
+import pyarrow.ipc  # noqa: F401 - pa.ipc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
@@ -168,6 +169,21 @@ def test_input_buffers_are_not_copied():
             for address in column_imported:
                 assert any(start <= address < start + size or address == start
                            for start, size in column_produced), (address, column_produced)
+
+
+def test_string_views_in_the_output_hold_only_their_rows_bytes(tmp_path):
+    rows = 200_000
+    left = pa.table({"k": range(rows),
+                     "s": pa.array([f"{i:040}" for i in range(rows)], pa.string_view())})
+    right = pa.table({"k": [5, 77, 1000]})
+    for joined in [skewjoin.join(left, right, on="k"),
+                   skewjoin.join(left, right, on="k", stream=True).read_all()]:
+        assert sorted(joined.column("s").to_pylist()) == [f"{i:040}" for i in (5, 77, 1000)]
+        # Written by pyarrow, three rows are a small file, not the input's 8 MB of strings.
+        path = tmp_path / "out.arrow"
+        with pa.ipc.new_file(path, joined.schema) as writer:
+            writer.write_table(joined)
+        assert path.stat().st_size < 64 * 1024
 
 
 def test_metrics_describe_the_run_and_plot():

@@ -2514,8 +2514,9 @@ impl BatchEncoder {
 /// Output rows taken from a view column still point into the input's data buffers, and an IPC
 /// writer writes every buffer a column refers to whole: each batch of a join of TPC-H's
 /// lineitem (strings as `Utf8View`, as tpchgen-cli and Polars write them) carried all of the
-/// input's string bytes, and the file grew past 20 GB for 6 million rows.
-fn compact_views(batch: &RecordBatch) -> RecordBatch {
+/// input's string bytes, and the file grew past 20 GB for 6 million rows. The Python package
+/// compacts its output batches so too.
+pub fn compact_views(batch: &RecordBatch) -> RecordBatch {
     if !batch.columns().iter().any(|column| {
         matches!(
             column.data_type(),
