@@ -136,6 +136,7 @@ def join(
     partitions: Optional[int] = None,
     stream: bool = False,
     metrics: bool = False,
+    format: Optional[str] = None,
     **tuning: Any,
 ):
     """Joins ``left`` and ``right`` where their key columns are equal.
@@ -172,6 +173,9 @@ def join(
         code that reads it.
     metrics
         Also return the run's :class:`Metrics`: ``table, metrics = join(..., metrics=True)``.
+    format
+        ``"parquet"``, ``"arrow"`` or ``"csv"``: the format of inputs given by path, where their
+        names do not tell it (default: from the extension).
     **tuning
         ``hot_per_mille``, ``broadcast_per_mille``, ``statistics`` (``"exact"``,
         ``"space-saving"``, ``"space-saving:N"``), ``leaf``, ``fanout`` (AM-Join and Tree-Join),
@@ -204,6 +208,7 @@ def join(
         _count("workers", workers),
         _count("partitions", partitions),
         bool(stream),
+        format,
         tuning or None,
     )
     if metrics:
@@ -224,6 +229,7 @@ def explain(
     partitions: Optional[int] = None,
     analyze: bool = False,
     top: int = 10,
+    format: Optional[str] = None,
     **tuning: Any,
 ) -> dict:
     """The plan of a join, as ``skewjoin explain --json`` prints it, as a ``dict``: the strategy
@@ -246,6 +252,7 @@ def explain(
             _count("partitions", partitions),
             bool(analyze),
             top,
+            format,
             tuning or None,
         )
     )

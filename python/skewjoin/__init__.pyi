@@ -27,25 +27,25 @@ def join(
     left: Source, right: Source, on: Optional[Keys] = ..., *, left_on: Optional[Keys] = ...,
     right_on: Optional[Keys] = ..., how: How = ..., strategy: StrategyName = ...,
     workers: Optional[int] = ..., partitions: Optional[int] = ..., stream: Literal[False] = ...,
-    metrics: Literal[False] = ..., **tuning: Any,
+    metrics: Literal[False] = ..., format: Optional[str] = ..., **tuning: Any,
 ) -> pyarrow.Table: ...
 @overload
 def join(
     left: Source, right: Source, on: Optional[Keys] = ..., *, left_on: Optional[Keys] = ...,
     right_on: Optional[Keys] = ..., how: How = ..., strategy: StrategyName = ...,
     workers: Optional[int] = ..., partitions: Optional[int] = ..., stream: Literal[False] = ...,
-    metrics: Literal[True], **tuning: Any,
+    metrics: Literal[True], format: Optional[str] = ..., **tuning: Any,
 ) -> tuple[pyarrow.Table, Metrics]: ...
 @overload
 def join(
     left: Source, right: Source, on: Optional[Keys] = ..., *, left_on: Optional[Keys] = ...,
     right_on: Optional[Keys] = ..., how: How = ..., strategy: StrategyName = ...,
     workers: Optional[int] = ..., partitions: Optional[int] = ..., stream: Literal[True],
-    metrics: Literal[False] = ..., **tuning: Any,
+    metrics: Literal[False] = ..., format: Optional[str] = ..., **tuning: Any,
 ) -> pyarrow.RecordBatchReader: ...
 def explain(
     left: Source, right: Source, on: Optional[Keys] = ..., *, left_on: Optional[Keys] = ...,
     right_on: Optional[Keys] = ..., how: How = ..., strategy: StrategyName = ...,
     workers: Optional[int] = ..., partitions: Optional[int] = ..., analyze: bool = ...,
-    top: int = ..., **tuning: Any,
+    top: int = ..., format: Optional[str] = ..., **tuning: Any,
 ) -> dict[str, Any]: ...

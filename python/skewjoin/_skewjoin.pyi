@@ -18,6 +18,7 @@ def join(
     workers: Optional[int],
     partitions: Optional[int],
     stream: bool,
+    format: Optional[str],
     tuning: Optional[dict[str, Any]],
 ) -> tuple[pyarrow.Table | pyarrow.RecordBatchReader, Optional[str]]: ...
 def explain(
@@ -31,6 +32,7 @@ def explain(
     partitions: Optional[int],
     analyze: bool,
     top: int,
+    format: Optional[str],
     tuning: Optional[dict[str, Any]],
 ) -> str: ...
 def _imported_buffer_addresses(table: Any) -> list[list[list[int]]]: ...

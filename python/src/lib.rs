@@ -49,9 +49,19 @@ fn to_py(error: Error) -> PyErr {
 /// One side of a join from what the caller gave: a path to a file, or anything that exports
 /// an Arrow stream. The stream's batches are imported as they are: their buffers stay the
 /// producer's (pyarrow's, Polars') and are not copied.
-fn table_from(value: &Bound<'_, PyAny>, side: &str) -> PyResult<Table> {
+fn table_from(value: &Bound<'_, PyAny>, side: &str, format: Option<&str>) -> PyResult<Table> {
     if let Ok(path) = value.extract::<PathBuf>() {
-        let format = FileFormat::detect(&path, None).map_err(to_py)?;
+        let explicit = format
+            .map(FileFormat::parse)
+            .transpose()
+            .map_err(|error| PyValueError::new_err(format!("format: {error}")))?;
+        let format = FileFormat::detect(&path, explicit).map_err(|_| {
+            PyValueError::new_err(format!(
+                "cannot tell the format of {} from its name; name it .parquet, .arrow or \
+                 .csv, or pass format=\"parquet\", \"arrow\" or \"csv\"",
+                path.display()
+            ))
+        })?;
         let batch = read_table(&path, format).map_err(to_py)?;
         return Ok(Table {
             name: path.display().to_string(),
@@ -265,11 +275,12 @@ fn prepare(
     py: Python<'_>,
     left: &Bound<'_, PyAny>,
     right: &Bound<'_, PyAny>,
+    format: Option<&str>,
     join: TableJoin,
     stop: &Arc<AtomicBool>,
 ) -> PyResult<PreparedTables> {
-    let left = table_from(left, "left")?;
-    let right = table_from(right, "right")?;
+    let left = table_from(left, "left", format)?;
+    let right = table_from(right, "right", format)?;
     let prepare_stop = Arc::clone(stop);
     run_detached(py, stop, move || {
         join.prepare(left, right, Some(&prepare_stop))
@@ -279,7 +290,7 @@ fn prepare(
 /// The join (see `skewjoin.join`): returns the output (a `pyarrow.Table`, or with `stream` a
 /// `pyarrow.RecordBatchReader`) and, for a whole table, the metrics as JSON.
 #[pyfunction]
-#[pyo3(signature = (left, right, left_on, right_on, how, strategy, workers, partitions, stream, tuning))]
+#[pyo3(signature = (left, right, left_on, right_on, how, strategy, workers, partitions, stream, format, tuning))]
 #[allow(clippy::too_many_arguments)]
 fn join<'py>(
     py: Python<'py>,
@@ -292,13 +303,14 @@ fn join<'py>(
     workers: Option<usize>,
     partitions: Option<usize>,
     stream: bool,
+    format: Option<&str>,
     tuning: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<(Bound<'py, PyAny>, Option<String>)> {
     let request = request(
         left_on, right_on, how, strategy, workers, partitions, tuning,
     )?;
     let stop = Arc::new(AtomicBool::new(false));
-    let prepared = prepare(py, left, right, request, &stop)?;
+    let prepared = prepare(py, left, right, format, request, &stop)?;
     let schema = prepared.output_schema();
     if stream {
         let (sender, batches) = mpsc::sync_channel(CHANNEL_BATCHES);
@@ -357,7 +369,7 @@ fn join<'py>(
 /// The plan (see `skewjoin.explain`) as JSON; with `analyze`, the join is run (its rows
 /// counted, not kept) and its metrics are the plan's `measured`.
 #[pyfunction]
-#[pyo3(signature = (left, right, left_on, right_on, how, strategy, workers, partitions, analyze, top, tuning))]
+#[pyo3(signature = (left, right, left_on, right_on, how, strategy, workers, partitions, analyze, top, format, tuning))]
 #[allow(clippy::too_many_arguments)]
 fn explain(
     py: Python<'_>,
@@ -371,6 +383,7 @@ fn explain(
     partitions: Option<usize>,
     analyze: bool,
     top: usize,
+    format: Option<&str>,
     tuning: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
     let mut request = request(
@@ -379,7 +392,7 @@ fn explain(
     // Rows are counted, not made, as `skewjoin explain` without --output counts them.
     request.makes_output = false;
     let stop = Arc::new(AtomicBool::new(false));
-    let prepared = prepare(py, left, right, request, &stop)?;
+    let prepared = prepare(py, left, right, format, request, &stop)?;
     let mut plan = prepared.plan(top);
     if analyze {
         let run_stop = Arc::clone(&stop);
@@ -394,7 +407,7 @@ fn explain(
 /// imports it: the tests compare them with the producer's to check that nothing was copied.
 #[pyfunction]
 fn _imported_buffer_addresses(table: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<Vec<usize>>>> {
-    let table = table_from(table, "left")?;
+    let table = table_from(table, "left", None)?;
     Ok(table
         .batches
         .iter()

@@ -148,6 +148,12 @@ def test_files_are_read_by_path(tmp_path):
     pa_csv.write_csv(right, tmp_path / "right.csv")
     joined = skewjoin.join(tmp_path / "left.parquet", str(tmp_path / "right.csv"), on="k")
     assert rows_of(joined) == duckdb_rows(left, right, "inner")
+    # A name that does not tell the format: format= does.
+    os.rename(tmp_path / "left.parquet", tmp_path / "left.data")
+    with pytest.raises(ValueError, match='format="parquet"'):
+        skewjoin.join(tmp_path / "left.data", right, on="k")
+    joined = skewjoin.join(tmp_path / "left.data", right, on="k", format="parquet")
+    assert rows_of(joined) == duckdb_rows(left, right, "inner")
 
 
 def test_input_buffers_are_not_copied():
