@@ -65,9 +65,9 @@ class Metrics(dict):
                 "Metrics.plot needs matplotlib: pip install matplotlib (or skewjoin[plot])"
             ) from error
         parts = self["per_partition"]
-        if not parts or load not in parts[0]:
-            names = ", ".join(sorted(parts[0])) if parts else "none"
-            raise ValueError(f"load: no per-partition figure {load!r}; these exist: {names}")
+        if not parts or not isinstance(parts[0].get(load), (int, float)):
+            names = ", ".join(sorted(k for k, v in parts[0].items() if isinstance(v, (int, float))))
+            raise ValueError(f"load: no per-partition figure {load!r}; these exist: {names or 'none'}")
         values = [part[load] for part in parts]
         mean = sum(values) / len(values)
         busiest = max(range(len(values)), key=values.__getitem__)
@@ -81,6 +81,7 @@ class Metrics(dict):
         imbalance = max(values) / mean if mean else 1.0
         ax.set_title(f"{self['strategy']}: max/mean {imbalance:.2f}")
         ax.legend(loc="upper right")
+        ax.figure.tight_layout()
         return ax
 
 
@@ -89,6 +90,8 @@ def _keys(name: str, value: Optional[Keys]) -> Optional[list]:
         return None
     if isinstance(value, str):
         return [value]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{name}: expected a column name or a list of column names, got {value!r}")
     keys = list(value)
     if not keys or not all(isinstance(key, str) for key in keys):
         raise ValueError(f"{name}: expected a column name or a list of column names, got {value!r}")

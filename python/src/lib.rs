@@ -35,10 +35,33 @@ create_exception!(
      column, key types that cannot be compared)."
 );
 
-/// A runtime error as the Python exception of its kind, with the CLI's message.
+/// The command line's flags, as this package's arguments name them: the runtime's messages
+/// name flags, and a Python caller gave arguments.
+const FLAGS_AS_ARGUMENTS: [(&str, &str); 10] = [
+    ("--strategy shuffle", "strategy=\"shuffle\""),
+    ("--strategy", "strategy"),
+    ("--how", "how"),
+    ("--workers", "workers"),
+    ("--partitions", "partitions"),
+    ("--sample-fraction", "sample_fraction"),
+    ("--virtual-per-partition", "virtual_per_partition"),
+    ("--broadcast-limit", "broadcast_limit"),
+    ("--memory-limit", "memory_limit"),
+    ("--hot-per-mille", "hot_per_mille"),
+];
+
+fn in_python_terms(mut message: String) -> String {
+    for (flag, argument) in FLAGS_AS_ARGUMENTS {
+        message = message.replace(flag, argument);
+    }
+    message
+}
+
+/// A runtime error as the Python exception of its kind, with the CLI's message (its flags
+/// named as this package's arguments).
 fn to_py(error: Error) -> PyErr {
     match error {
-        Error::Usage(message) => PyValueError::new_err(message),
+        Error::Usage(message) => PyValueError::new_err(in_python_terms(message)),
         Error::Input(message) => InputError::new_err(message),
         Error::Io(message) => PyOSError::new_err(message),
         Error::Interrupted => PyKeyboardInterrupt::new_err(Error::Interrupted.to_string()),
@@ -121,20 +144,33 @@ fn request(
     for (name, value) in tuning.iter() {
         let name: String = name.extract()?;
         let bad =
-            |what: &str| PyValueError::new_err(format!("{name}: expected {what}, got {value}"));
+            |what: &str| PyValueError::new_err(format!("{name}: expected {what}, got {value:?}"));
+        let count = || -> PyResult<u32> {
+            value
+                .extract::<u32>()
+                .map_err(|_| bad("a non-negative integer"))
+        };
         match name.as_str() {
-            "hot_per_mille" => join.tuning.hot_per_mille = Some(value.extract()?),
-            "broadcast_per_mille" => join.tuning.broadcast_per_mille = Some(value.extract()?),
-            "leaf" => join.tuning.leaf = Some(value.extract()?),
-            "fanout" => join.tuning.fanout = Some(value.extract()?),
+            "hot_per_mille" => join.tuning.hot_per_mille = Some(count()?),
+            "broadcast_per_mille" => join.tuning.broadcast_per_mille = Some(count()?),
+            "leaf" => join.tuning.leaf = Some(count()?),
+            "fanout" => join.tuning.fanout = Some(count()?),
             "statistics" => {
-                let text: String = value.extract()?;
+                let text: String = value
+                    .extract()
+                    .map_err(|_| bad("\"exact\", \"space-saving\" or \"space-saving:N\""))?;
                 join.tuning.statistics = Some(
                     text.parse::<Statistics>()
                         .map_err(|error| PyValueError::new_err(format!("statistics: {error}")))?,
                 );
             }
-            "broadcast_limit" => join.broadcast_limit = Some(value.extract()?),
+            "broadcast_limit" => {
+                join.broadcast_limit = Some(
+                    value
+                        .extract::<u64>()
+                        .map_err(|_| bad("a non-negative number of rows"))?,
+                )
+            }
             "memory_limit" => {
                 join.memory_limit = Some(match value.extract::<u64>() {
                     Ok(bytes) => bytes,
@@ -148,8 +184,12 @@ fn request(
                     }
                 })
             }
-            "virtual_per_partition" => join.run.virtual_per_partition = value.extract()?,
-            "sample_fraction" => join.run.sample_fraction = value.extract()?,
+            "virtual_per_partition" => join.run.virtual_per_partition = count()?,
+            "sample_fraction" => {
+                join.run.sample_fraction = value
+                    .extract::<f64>()
+                    .map_err(|_| bad("a fraction between 0 and 1"))?
+            }
             _ => {
                 return Err(PyTypeError::new_err(format!(
                     "unexpected keyword argument '{name}'; the tuning arguments are {TUNING}"

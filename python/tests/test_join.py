@@ -237,6 +237,17 @@ def test_bad_arguments_and_inputs_raise_what_they_are():
         skewjoin.join(left, right, on="k", workers=0)
     with pytest.raises(ValueError, match="no join key"):
         skewjoin.join(left, right)
+    with pytest.raises(ValueError, match="hot_per_mille: expected a non-negative integer"):
+        skewjoin.join(left, right, on="k", hot_per_mille=-1)
+    with pytest.raises(ValueError, match='use strategy="shuffle"'):
+        skewjoin.join(left, right, on="k", strategy="broadcast", how="full")
+    with pytest.raises(ValueError, match="sample_fraction must be"):
+        skewjoin.join(left, right, on="k", strategy="vprp", sample_fraction=2.0)
+    with pytest.raises(ValueError, match="on: expected a column name"):
+        skewjoin.join(left, right, on=1)
+    twice = pa.Table.from_arrays([pa.array([1]), pa.array([2])], names=["k", "k"])
+    with pytest.raises(skewjoin.InputError, match="2 columns named `k`"):
+        skewjoin.join(twice, right, on="k")
     with pytest.raises(TypeError, match="hot_per_thousand"):
         skewjoin.join(left, right, on="k", hot_per_thousand=3)
     with pytest.raises(TypeError, match="__arrow_c_stream__"):

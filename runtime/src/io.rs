@@ -1456,6 +1456,19 @@ pub(crate) fn find_field<'a>(
     path: &Path,
 ) -> Result<(usize, &'a Field)> {
     if let Some(found) = schema.column_with_name(name) {
+        // A key named twice is ambiguous: joining on the first would be a guess.
+        let named = schema
+            .fields()
+            .iter()
+            .filter(|field| field.name() == name)
+            .count();
+        if named > 1 {
+            return Err(Error::Input(format!(
+                "{} has {named} columns named `{name}`, so the key is ambiguous; rename all \
+                 but one",
+                path.display()
+            )));
+        }
         return Ok(found);
     }
     let names: Vec<String> = schema

@@ -502,4 +502,28 @@ mod tests {
             "{error:?}"
         );
     }
+
+    #[test]
+    fn a_key_named_by_two_columns_is_refused_as_ambiguous() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("k", DataType::Int64, true),
+        ]));
+        let column = Arc::new(Int64Array::from(vec![1, 2])) as arrow::array::ArrayRef;
+        let batch =
+            RecordBatch::try_new(Arc::clone(&schema), vec![Arc::clone(&column), column]).unwrap();
+        let twice = Table {
+            name: "left".into(),
+            schema,
+            batches: vec![batch],
+        };
+        let right = table("right", &[Some(1)], 0, &[]);
+        let error = TableJoin::on(&["k"], &["k"])
+            .prepare(twice, right, None)
+            .unwrap_err();
+        assert!(
+            matches!(&error, Error::Input(message) if message.contains("2 columns named `k`")),
+            "{error:?}"
+        );
+    }
 }
