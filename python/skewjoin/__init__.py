@@ -155,8 +155,8 @@ def join(
     left_on, right_on
         The key columns of each side, when their names differ (as many on each side).
         A NULL in any key column matches nothing. Keys of integer types of any width match
-        each other, strings match strings (also across ``string``, ``large_string`` and
-        ``string_view``).
+        each other (unsigned values above 2**63 - 1 are refused: cast such a key to a string),
+        strings match strings (also across ``string``, ``large_string`` and ``string_view``).
     how
         ``"inner"``, ``"left"``, ``"right"``, ``"full"``, ``"semi"`` (left rows with a match),
         ``"anti"`` (left rows without one), ``"right-semi"`` or ``"right-anti"``.
