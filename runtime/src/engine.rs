@@ -30,6 +30,7 @@ use crate::io::{
     extract_keys, for_each_key, key_kinds, row_hashes, take_output, BatchEncoder, FileFormat,
     OutputWriter, RowStore, Share,
 };
+use crate::output_rows::{OutputRows, PAD, WINDOW_PAIRS};
 use crate::tally::OutputTally;
 
 /// One side of a join, loaded.
@@ -191,11 +192,8 @@ pub struct RunReport {
     pub strategy_report: StrategyReport,
 }
 
-/// Output rows gathered per worker before they are turned into an Arrow batch and written.
+/// Rows of one output batch (and one row group of a Parquet output).
 const WRITE_BATCH_ROWS: usize = 64 * 1024;
-
-/// The padding marker for [`take_output`].
-const PAD: u32 = u32::MAX;
 
 struct Shared {
     how: JoinType,
@@ -225,6 +223,17 @@ enum SharedOutput {
     },
     /// See [`OutputTarget::Batches`].
     Batches { schema: SchemaRef, sink: BatchSink },
+}
+
+impl Shared {
+    /// Whether the run is to end now: a worker's output failed or the caller stopped it.
+    fn stopped(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+            || self
+                .stop
+                .as_ref()
+                .is_some_and(|stop| stop.load(Ordering::Relaxed))
+    }
 }
 
 impl SharedOutput {
@@ -259,8 +268,8 @@ impl SharedOutput {
 struct RuntimeSink {
     shared: Arc<Shared>,
     tally: OutputTally,
-    left_rows: Vec<u32>,
-    right_rows: Vec<u32>,
+    /// Output rows found and not yet written.
+    rows: OutputRows,
     /// Whether rows are still being written (an output is set and no write has failed).
     writing: bool,
     error: Option<Error>,
@@ -272,22 +281,35 @@ impl RuntimeSink {
     /// written together at the end, so that every row group but the file's last has 64 Ki
     /// rows and a later run can cut the file between them.
     fn flush(&mut self, last: bool) {
-        if self.left_rows.is_empty() || self.error.is_some() {
+        if self.rows.is_empty() || self.error.is_some() {
             return;
         }
         let Some(output) = &self.shared.output else {
             return;
         };
-        let result = take_output(
-            output.schema(),
-            self.shared.how,
-            &self.shared.left,
-            &self.shared.right,
-            &self.left_rows,
-            &self.right_rows,
-        )
-        .and_then(|batch| output.take(batch, last));
-        if let Err(error) = result {
+        let shared = &self.shared;
+        let result = self
+            .rows
+            .drain(WRITE_BATCH_ROWS, |left_rows, right_rows, last_batch| {
+                // A window holds many batches: a stopped run assembles none of the rest
+                // (`None`: whoever stopped it reports why).
+                if shared.stopped() {
+                    return Err(None);
+                }
+                take_output(
+                    output.schema(),
+                    shared.how,
+                    &shared.left,
+                    &shared.right,
+                    left_rows,
+                    right_rows,
+                )
+                .and_then(|batch| output.take(batch, last && last_batch))
+                .map_err(Some)
+            });
+        if let Err(None) = result {
+            self.writing = false;
+        } else if let Err(Some(error)) = result {
             if let Ok(mut failure) = self.shared.failure.lock() {
                 failure.get_or_insert_with(|| error.clone());
             }
@@ -295,8 +317,6 @@ impl RuntimeSink {
             self.error = Some(error);
             self.writing = false;
         }
-        self.left_rows.clear();
-        self.right_rows.clear();
     }
 }
 
@@ -310,12 +330,13 @@ impl PairSink for RuntimeSink {
     fn emit(&mut self, left: Option<&RowRef>, right: Option<&RowRef>) {
         self.tally
             .row(left.map(|row| row.1), right.map(|row| row.1));
-        if self.writing {
-            self.left_rows.push(left.map_or(PAD, |row| row.0));
-            self.right_rows.push(right.map_or(PAD, |row| row.0));
-            if self.left_rows.len() >= WRITE_BATCH_ROWS {
-                self.flush(false);
-            }
+        if self.writing
+            && self.rows.push(
+                left.map_or(PAD, |row| row.0),
+                right.map_or(PAD, |row| row.0),
+            )
+        {
+            self.flush(false);
         }
     }
 
@@ -346,12 +367,7 @@ impl PairSink for RuntimeSink {
     }
 
     fn stopped(&self) -> bool {
-        self.shared.failed.load(Ordering::Relaxed)
-            || self
-                .shared
-                .stop
-                .as_ref()
-                .is_some_and(|stop| stop.load(Ordering::Relaxed))
+        self.shared.stopped()
     }
 
     fn finish(mut self) -> std::result::Result<Self::Summary, String> {
@@ -609,8 +625,11 @@ where
         writing,
         tally: OutputTally::new(progress.clone()),
         shared: Arc::clone(&sink_shared),
-        left_rows: Vec::new(),
-        right_rows: Vec::new(),
+        rows: OutputRows::new(
+            sink_shared.left.rows(),
+            sink_shared.right.rows(),
+            WINDOW_PAIRS,
+        ),
         error: None,
     }))
     .map_err(|message| {

@@ -15,6 +15,7 @@ pub mod link;
 pub mod memory;
 pub mod metrics;
 pub mod output_file;
+pub mod output_rows;
 pub mod progress;
 pub mod tables;
 mod tally;
