@@ -2637,7 +2637,7 @@ impl OutputWriter {
                 // A dictionary pays for a column with few distinct values. With the library's
                 // 1 MiB limit a column of mostly distinct values (keys, prices, comments)
                 // interned most of every 64 Ki-row group before it fell back to plain
-                // encoding: TPC-H lineitem x orders written took 14 % longer and made a 21 %
+                // encoding: TPC-H lineitem x orders written took 9 % longer and made a 21 %
                 // larger file than with 32 KiB, where such columns fall back after a few
                 // thousand values (4 Ki 8-byte values) and a column of a thousand short
                 // strings (`o_clerk`) keeps its dictionary.

@@ -1,14 +1,17 @@
 //! The output rows a worker has found and not yet assembled: pairs of row indices, handed out
-//! grouped by blocks of the larger side's rows.
+//! grouped by blocks of the smaller side's rows.
 //!
 //! A worker finds its output in the order of its join's buckets (keys by hash), so consecutive
 //! output rows come from anywhere in the stored inputs, and assembling a batch from them
 //! (arrow's `interleave`, per column) misses the cache on nearly every row. Holding a window
-//! of pairs and handing them out by block of the larger side's rows makes those gathers walk
-//! that side forward, and the other side too where the two are stored in key order (a foreign
-//! key into a primary key, as TPC-H's tables are): on TPC-H lineitem x orders written to
-//! Parquet it took a third off the join's time (BENCHMARKS.md). The output's row order is not
-//! part of a join's result; the checksum and row count do not depend on it.
+//! of pairs and handing them out by block of the smaller side's rows makes the gathers from
+//! that side walk forward, keeps the output rows of one smaller-side row together (in a join
+//! on a foreign key, the rows that repeat it, which Parquet's dictionaries and zstd then
+//! compress), and walks the larger side forward too where the two are stored in key order (as
+//! TPC-H's lineitem and orders are). Ordered by the larger side instead, the repeated rows
+//! were scattered: TPC-H orders x customer written took 2.33 s and 129 MB that way, 1.92 s and
+//! 55 MB this way, 1.86 s and 67 MB in bucket order (BENCHMARKS.md). The output's row order is
+//! not part of a join's result; the checksum and row count do not depend on it.
 
 use skewjoin_operators::Side;
 
@@ -16,8 +19,8 @@ use skewjoin_operators::Side;
 pub const PAD: u32 = u32::MAX;
 
 /// Pairs a worker holds before it orders and assembles them: 4 Mi pairs, 32 MiB (and as much
-/// again to order them). A window much smaller than the larger side leaves its gathers
-/// scattered: 1 Mi pairs gained half as much on TPC-H SF1's 6 million lineitem rows.
+/// again to order them). A much smaller window leaves the gathers scattered: 1 Mi pairs
+/// gained half as much on TPC-H SF1's lineitem x orders (6 million output rows).
 pub const WINDOW_PAIRS: usize = 4 << 20;
 
 /// Blocks of rows are at least this many rows apart (1 Ki rows: a few pages of a column).
@@ -30,7 +33,7 @@ const MAX_BLOCK_BITS: u32 = 16;
 pub struct OutputRows {
     /// Each pair packed as `ordering row << 32 | other row`.
     pairs: Vec<u64>,
-    /// Whether the left side's rows order the output (it is the larger side).
+    /// Whether the left side's rows order the output (it is the smaller side).
     by_left: bool,
     /// A row's block is `row >> block_shift`, of `blocks`; padding goes after every block.
     block_shift: u32,
@@ -47,14 +50,14 @@ impl OutputRows {
     /// Output rows of a join of a `left_rows`-row and a `right_rows`-row table, holding
     /// `window` pairs at most before [`push`](Self::push) says it is full.
     pub fn new(left_rows: u64, right_rows: u64, window: usize) -> OutputRows {
-        let larger = left_rows.max(right_rows);
-        let bits = u64::BITS - larger.leading_zeros();
+        let ordering = left_rows.min(right_rows);
+        let bits = u64::BITS - ordering.leading_zeros();
         let block_shift = bits.saturating_sub(MAX_BLOCK_BITS).max(MIN_BLOCK_SHIFT);
         OutputRows {
             pairs: Vec::new(),
-            by_left: left_rows >= right_rows,
+            by_left: left_rows <= right_rows,
             block_shift,
-            blocks: (larger >> block_shift) as usize + 1,
+            blocks: (ordering >> block_shift) as usize + 1,
             window: window.max(1),
             ordered: Vec::new(),
             offsets: Vec::new(),
@@ -127,7 +130,7 @@ impl OutputRows {
     /// in the pairs and the blocks.
     fn order(&mut self) {
         let (shift, padding) = (self.block_shift, self.blocks);
-        // Rows past the larger side's count cannot occur; were one to, it would join the last
+        // Rows past the ordering side's count cannot occur; were one to, it would join the last
         // block rather than index out of bounds.
         let block = |pair: u64| match (pair >> 32) as u32 {
             PAD => padding,
@@ -167,22 +170,22 @@ mod tests {
     }
 
     #[test]
-    fn every_pair_comes_out_once_grouped_by_the_larger_sides_block() {
-        // The right side is larger: its rows order the output, 1 Ki rows to a block.
-        let mut rows = OutputRows::new(100, 5000, 1 << 20);
+    fn every_pair_comes_out_once_grouped_by_the_smaller_sides_block() {
+        // The left side is smaller: its rows order the output, 1 Ki rows to a block.
+        let mut rows = OutputRows::new(5000, 1 << 20, 1 << 20);
         let input: Vec<(u32, u32)> = vec![
-            (1, 4000),
-            (PAD, 10),
-            (2, PAD),
-            (3, 1500),
-            (4, 12),
-            (5, 4001),
-            (6, 1100),
+            (4000, 1),
+            (10, PAD),
+            (PAD, 2),
+            (1500, 3),
+            (12, 4),
+            (4001, 5),
+            (1100, 6),
         ];
         for &(left, right) in &input {
             assert!(!rows.push(left, right));
         }
-        assert_eq!(rows.ordering_side(), Side::Right);
+        assert_eq!(rows.ordering_side(), Side::Left);
         let batches = drained(&mut rows, 3);
         assert_eq!(
             batches.iter().map(|batch| batch.2).collect::<Vec<_>>(),
@@ -192,18 +195,18 @@ mod tests {
             .iter()
             .flat_map(|(left, right, _)| left.iter().copied().zip(right.iter().copied()))
             .collect();
-        // Blocks 0 (rows 10, 12), 1 (1100, 1500), 3 (4000, 4001), then padding; arrival
+        // Blocks 0 (rows 10, 12), 1 (1500, 1100), 3 (4000, 4001), then padding; arrival
         // order within a block.
         assert_eq!(
             out,
             [
-                (PAD, 10),
-                (4, 12),
-                (3, 1500),
-                (6, 1100),
-                (1, 4000),
-                (5, 4001),
-                (2, PAD)
+                (10, PAD),
+                (12, 4),
+                (1500, 3),
+                (1100, 6),
+                (4000, 1),
+                (4001, 5),
+                (PAD, 2)
             ]
         );
         assert!(rows.is_empty());
@@ -212,16 +215,16 @@ mod tests {
 
     #[test]
     fn the_window_fills_and_an_error_stops_the_drain() {
-        let mut rows = OutputRows::new(1 << 33, 10, 3);
-        assert_eq!(rows.ordering_side(), Side::Left);
-        assert!(!rows.push(u32::MAX - 1, 0));
-        assert!(!rows.push(0, 1));
-        assert!(rows.push(7, PAD));
+        let mut rows = OutputRows::new(1 << 40, 1 << 33, 3);
+        assert_eq!(rows.ordering_side(), Side::Right);
+        assert!(!rows.push(0, u32::MAX - 1));
+        assert!(!rows.push(1, 0));
+        assert!(rows.push(PAD, 7));
         let mut calls = 0;
-        let result = rows.drain(1, |left, _, _| {
+        let result = rows.drain(1, |_, right, _| {
             calls += 1;
-            if left == [7] {
-                Err(left[0])
+            if right == [7] {
+                Err(right[0])
             } else {
                 Ok(())
             }
