@@ -293,7 +293,8 @@ def main():
     args.scratch = os.path.abspath(args.scratch or os.path.join(args.data, "out"))
     os.makedirs(args.scratch, exist_ok=True)
     generate(args)
-    systems = args.systems.split(",")
+    # DuckDB first: every other system's output is checked against its.
+    systems = sorted(args.systems.split(","), key=lambda system: system != "duckdb")
     results, ok = [], True
     for join in args.only or list(JOINS):
         lt, rt = JOINS[join][:2]

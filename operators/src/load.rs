@@ -202,6 +202,17 @@ impl LoadReport {
         self.per_partition.iter().map(|l| l.output_rows).sum()
     }
 
+    /// Records received over the join's input rows: 1.0 where every record went to one
+    /// partition (a shuffle), more where a strategy copies records (a broadcast sends the
+    /// small side to every partition). The max/mean figures do not show copying: a broadcast
+    /// spreads its copies evenly. 1.0 when there is no input.
+    pub fn copying_factor(&self, input_rows: u64) -> f64 {
+        if input_rows == 0 {
+            return 1.0;
+        }
+        self.total_input() as f64 / input_rows as f64
+    }
+
     /// Max over mean of input records received.
     pub fn input_imbalance(&self) -> f64 {
         imbalance(self.per_partition.iter().map(|l| l.input_records))
@@ -257,6 +268,8 @@ mod tests {
         report.add(&snapshot);
         assert_eq!(report.total_input(), 14);
         assert!((report.input_imbalance() - 4.0).abs() < 1e-9);
+        assert!((report.copying_factor(7) - 2.0).abs() < 1e-9);
+        assert_eq!(LoadReport::new(2).copying_factor(0), 1.0);
     }
 
     #[test]

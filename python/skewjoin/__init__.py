@@ -39,7 +39,9 @@ class Metrics(dict):
     """What a join did: the strategy and why, rows in and out, timings, and the load of every
     partition (``per_partition``: input records received, output rows produced, peak records
     held) with each load's max/mean (``input_imbalance``, ``output_imbalance``,
-    ``peak_imbalance``; 1.0 is perfect balance). The same document as the command line's
+    ``peak_imbalance``; 1.0 is perfect balance), and the records received with the copying
+    factor (``records_received``, ``copying_factor``: 1.0 where no record was copied, more
+    where a strategy broadcasts a side). The same document as the command line's
     ``--metrics`` file; a ``dict``, so it prints, compares and serialises as one."""
 
     @property

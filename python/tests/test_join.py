@@ -201,6 +201,9 @@ def test_metrics_describe_the_run_and_plot():
     assert len(metrics["per_partition"]) == 4
     assert sum(p["output_rows"] for p in metrics["per_partition"]) == joined.num_rows
     assert metrics["left_rows"] == left.num_rows and metrics["right_rows"] == right.num_rows
+    received = sum(p["input_records"] for p in metrics["per_partition"])
+    assert metrics["records_received"] == received
+    assert metrics["copying_factor"] == pytest.approx(received / (left.num_rows + right.num_rows))
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     ax = metrics.plot()

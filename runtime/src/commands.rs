@@ -939,10 +939,10 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         start.elapsed().as_secs_f64()
     );
     outln!(
-        "running each strategy on {workers} worker threads, {partitions} partitions; load is max/mean over partitions (1.00 = perfectly even)\n"
+        "running each strategy on {workers} worker threads, {partitions} partitions; load is max/mean over partitions (1.00 = perfectly even); copies is records received over input rows (1.00x: no record copied)\n"
     );
     outln!(
-        "{:<10} {:>12} {:>16} {:>9} {:>13} {:>10} {:>10} {:>10}",
+        "{:<10} {:>12} {:>16} {:>9} {:>13} {:>10} {:>10} {:>10} {:>8}",
         "strategy",
         "rows",
         "checksum",
@@ -950,7 +950,8 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         "rows/s",
         "input",
         "output",
-        "peak"
+        "peak",
+        "copies"
     );
     let mut checksums = Vec::new();
     let mut all_right = true;
@@ -992,7 +993,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         };
         let seconds = report.elapsed.as_secs_f64();
         outln!(
-            "{:<10} {:>12} {:>16} {:>8.3}s {:>13.3e} {:>10.2} {:>10.2} {:>10.2}",
+            "{:<10} {:>12} {:>16} {:>8.3}s {:>13.3e} {:>10.2} {:>10.2} {:>10.2} {:>7.2}x",
             label,
             report.output_rows,
             checksum_hex(report.checksum),
@@ -1001,6 +1002,9 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             report.loads.input_imbalance(),
             report.loads.output_imbalance(),
             report.loads.peak_imbalance(),
+            report
+                .loads
+                .copying_factor(spec.left_rows + spec.right_rows),
         );
         all_right &= report.output_rows == expected;
         checksums.push(report.checksum);

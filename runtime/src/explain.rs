@@ -178,10 +178,12 @@ impl Plan {
         if let Some(m) = &self.measured {
             let _ = writeln!(
                 out,
-                "measured: {} output rows, checksum {}, join {:.3}s{}",
+                "measured: {} output rows, checksum {}, join {:.3}s, {} records received ({:.2}x the input rows){}",
                 m.output_rows,
                 m.checksum,
                 m.elapsed_seconds,
+                m.records_received,
+                m.copying_factor,
                 m.strategy_lines()
             );
         }

@@ -42,6 +42,12 @@ pub struct Metrics {
     pub read_seconds: f64,
     /// Per partition: input records received, output rows produced, peak records held.
     pub per_partition: Vec<PartitionLoad>,
+    /// Input records received over all partitions: the input rows, and every copy a strategy
+    /// made of them.
+    pub records_received: u64,
+    /// `records_received` over the input rows (1.00 for a shuffle; a broadcast of the small
+    /// side to P partitions adds P - 1 times that side's rows).
+    pub copying_factor: f64,
     /// Max over mean of input records received.
     pub input_imbalance: f64,
     /// Max over mean of output rows produced.
@@ -90,6 +96,8 @@ impl Metrics {
             elapsed_seconds: report.elapsed.as_secs_f64(),
             read_seconds,
             per_partition: report.loads.per_partition.clone(),
+            records_received: report.loads.total_input(),
+            copying_factor: report.loads.copying_factor(rows.0 + rows.1),
             input_imbalance: report.loads.input_imbalance(),
             output_imbalance: report.loads.output_imbalance(),
             peak_imbalance: report.loads.peak_imbalance(),
@@ -108,7 +116,8 @@ impl Metrics {
             "{how} join, {strategy} strategy ({reason}), {workers} workers, {partitions} partitions\n\
              {left} x {right} input rows -> {rows} output rows, checksum {checksum}\n\
              join {elapsed:.3}s ({rate:.3e} rows/s), reading {read:.3}s\n\
-             max/mean per partition: input {input:.2}, output {output:.2}, peak held {peak:.2}",
+             max/mean per partition: input {input:.2}, output {output:.2}, peak held {peak:.2}\n\
+             records received {received} ({copying:.2}x the input rows)",
             how = self.how,
             strategy = self.strategy,
             reason = self.strategy_reason,
@@ -123,6 +132,8 @@ impl Metrics {
             input = self.input_imbalance,
             output = self.output_imbalance,
             peak = self.peak_imbalance,
+            received = self.records_received,
+            copying = self.copying_factor,
         ) + &self.strategy_lines()
     }
 

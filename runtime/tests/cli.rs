@@ -798,7 +798,14 @@ fn check_partitions(metrics: &Value, partitions: usize) -> u64 {
         (output_imbalance - imbalance(&outputs)).abs() < 1e-9,
         "{metrics}"
     );
-    inputs.iter().sum()
+    let received: u64 = inputs.iter().sum();
+    assert_eq!(u64_field(metrics, "records_received"), received);
+    let input_rows = u64_field(metrics, "left_rows") + u64_field(metrics, "right_rows");
+    assert!(
+        (f64_field(metrics, "copying_factor") - received as f64 / input_rows as f64).abs() < 1e-9,
+        "{metrics}"
+    );
+    received
 }
 
 #[test]
@@ -868,6 +875,14 @@ fn metrics_describe_the_run() {
     assert_eq!(metrics["checksum"], run.stdout_field("checksum"));
     // The broadcast side reaches every partition, the other side one partition per record.
     assert_eq!(check_partitions(&metrics, 5), left_rows + 5 * right_rows);
+    // 2000 + 5 x 2000 records received for 4000 input rows, in the summary too.
+    assert_eq!(f64_field(&metrics, "copying_factor"), 3.0);
+    assert!(
+        run.stderr
+            .contains("records received 12000 (3.00x the input rows)"),
+        "{}",
+        run.stderr
+    );
     assert!(metrics.get("ranges").is_none() && metrics.get("tree_rounds").is_none());
 
     // VPRP's range table: 2 virtual ranges per partition, round-robin, every record routed once.

@@ -172,7 +172,8 @@ test("per-partition figures on the page equal skewjoin join --metrics", async ()
     assert.equal(run.checksum, native.checksum, strategy);
     assert.equal(run.per_partition.length, PARTITIONS);
     assert.deepEqual(run.per_partition, native.per_partition, strategy);
-    for (const field of ["input_imbalance", "output_imbalance", "peak_imbalance"]) {
+    assert.equal(run.records_received, native.records_received, strategy);
+    for (const field of ["input_imbalance", "output_imbalance", "peak_imbalance", "copying_factor"]) {
       assert.ok(Math.abs(run[field] - native[field]) < 1e-9, `${strategy} ${field}: ${run[field]} vs ${native[field]}`);
     }
     // What the cards carry is what the JSON says, and each run draws two charts.

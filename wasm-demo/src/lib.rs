@@ -143,6 +143,10 @@ pub struct RunMetrics {
     pub elapsed_ms: f64,
     /// Per partition: input records received, output rows produced, peak records held.
     pub per_partition: Vec<PartitionLoad>,
+    /// Input records received over all partitions.
+    pub records_received: u64,
+    /// `records_received` over the input rows (`LoadReport::copying_factor`).
+    pub copying_factor: f64,
     /// Max over mean of input records received.
     pub input_imbalance: f64,
     /// Max over mean of output rows produced.
@@ -319,6 +323,8 @@ pub fn run_request(request: &DemoRequest) -> Result<DemoResponse, String> {
             checksum: format!("{:016x}", output.summary.checksum),
             elapsed_ms,
             per_partition: loads.per_partition.clone(),
+            records_received: loads.total_input(),
+            copying_factor: loads.copying_factor(spec.left_rows + spec.right_rows),
             input_imbalance: loads.input_imbalance(),
             output_imbalance: loads.output_imbalance(),
             peak_imbalance: loads.peak_imbalance(),
@@ -455,6 +461,8 @@ mod tests {
             "output_rows",
             "checksum",
             "per_partition",
+            "records_received",
+            "copying_factor",
             "input_imbalance",
             "output_imbalance",
             "peak_imbalance",
@@ -462,6 +470,8 @@ mod tests {
             assert!(!run[field].is_null(), "{field} in {run}");
         }
         assert_eq!(run["broadcast_side"], "right");
+        // The right side is copied to every partition: more records received than input rows.
+        assert!(run["copying_factor"].as_f64().unwrap() > 1.0, "{run}");
         assert_eq!(run["plan"]["kind"], "broadcast");
         assert!(run["per_partition"][0]["input_records"].as_u64().is_some());
         assert_eq!(run["checksum"].as_str().unwrap().len(), 16);

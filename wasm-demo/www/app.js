@@ -231,6 +231,8 @@ function renderRun(run, expectedRows) {
     ["input max/mean", fixed2(run.input_imbalance)],
     ["output max/mean", fixed2(run.output_imbalance)],
     ["peak held max/mean", fixed2(run.peak_imbalance)],
+    // A broadcast's even max/mean hides its copies; this shows them.
+    ["records received", `${nf.format(run.records_received)} (${fixed2(run.copying_factor)}x the input rows)`],
     ...(run.tree_rounds !== undefined ? [["Tree-Join rounds", String(run.tree_rounds), "tree-rounds"]] : []),
   ]));
   const series = [
