@@ -1947,6 +1947,9 @@ pub fn extract_keys(batch: &RecordBatch, columns: &[String], path: &Path) -> Res
     let rows = 0..batch.num_rows();
     Ok(match key_columns.as_slice() {
         [single] => rows.map(|row| single.key(row)).collect(),
+        [first, second] => rows
+            .map(|row| Key::pair(first.key(row), second.key(row)))
+            .collect(),
         several => rows
             .map(|row| {
                 // Check for NULL first: a NULL key allocates no parts at all.
