@@ -18,7 +18,7 @@ use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
 use skewjoin_operators::{JoinType, Key, LoadReport, Side};
-use skewjoin_planner::exec::{execute, JobOutput, JoinJob, PairSink, RowRef};
+use skewjoin_planner::exec::{execute, JobOutput, JoinJob, PairSink, RowRef, STOPPED};
 use skewjoin_planner::exec_stream::{execute_stream, RowSource, StreamJob};
 use skewjoin_planner::report::StrategyReport;
 use skewjoin_planner::Resolved;
@@ -30,7 +30,7 @@ use crate::io::{
     extract_keys, for_each_key, key_kinds, row_hashes, take_output, BatchEncoder, FileFormat,
     OutputWriter, RowStore, Share,
 };
-use crate::output_rows::{OutputRows, PAD, WINDOW_PAIRS};
+use crate::output_rows::{window_pairs, OutputRows, PAD};
 use crate::tally::OutputTally;
 
 /// One side of a join, loaded.
@@ -270,6 +270,8 @@ struct RuntimeSink {
     tally: OutputTally,
     /// Output rows found and not yet written.
     rows: OutputRows,
+    /// Whether the run was stopped with rows of a window not handed over.
+    cut_short: bool,
     /// Whether rows are still being written (an output is set and no write has failed).
     writing: bool,
     error: Option<Error>,
@@ -309,6 +311,7 @@ impl RuntimeSink {
             });
         if let Err(None) = result {
             self.writing = false;
+            self.cut_short = true;
         } else if let Err(Some(error)) = result {
             if let Ok(mut failure) = self.shared.failure.lock() {
                 failure.get_or_insert_with(|| error.clone());
@@ -372,6 +375,11 @@ impl PairSink for RuntimeSink {
 
     fn finish(mut self) -> std::result::Result<Self::Summary, String> {
         self.flush(true);
+        if self.cut_short {
+            // Rows were counted but never handed over: the run must not end as complete
+            // (the runtime reports the recorded failure or Error::Interrupted).
+            return Err(STOPPED.to_string());
+        }
         Ok((self.tally.rows, self.tally.checksum, self.error))
     }
 }
@@ -621,15 +629,13 @@ where
     });
     let sink_shared = Arc::clone(&shared);
     let writing = shared.output.is_some();
+    let window = window_pairs(plan.workers, WRITE_BATCH_ROWS);
     let result = execute(Box::new(move |_| RuntimeSink {
         writing,
         tally: OutputTally::new(progress.clone()),
         shared: Arc::clone(&sink_shared),
-        rows: OutputRows::new(
-            sink_shared.left.rows(),
-            sink_shared.right.rows(),
-            WINDOW_PAIRS,
-        ),
+        rows: OutputRows::new(sink_shared.left.rows(), sink_shared.right.rows(), window),
+        cut_short: false,
         error: None,
     }))
     .map_err(|message| {

@@ -2839,7 +2839,7 @@ pub fn write_table(path: &Path, format: FileFormat, batch: &RecordBatch) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{BooleanArray, Float64Array, Int32Array, UInt64Array};
+    use arrow::array::{BooleanArray, Float64Array, Int16Array, Int32Array, UInt64Array};
     use skewjoin_planner::skew_check::KeyTally;
     use skewjoin_planner::work_costs::WorkCosts;
     use tempfile::TempDir;
@@ -3446,6 +3446,49 @@ mod tests {
         );
         let single = extract_keys(&batch, &strings(&["b"]), Path::new("t.csv")).unwrap();
         assert_eq!(single, [Key::str("x"), Key::str("y"), Key::Null]);
+    }
+
+    /// Two integer key columns make the same keys whatever their widths, held inline where
+    /// both values fit in 32 bits.
+    #[test]
+    fn two_integer_key_columns_make_the_same_keys_at_any_width() {
+        let narrow = RecordBatch::try_from_iter([
+            (
+                "a",
+                Arc::new(Int32Array::from(vec![Some(1), Some(-7), None])) as ArrayRef,
+            ),
+            (
+                "b",
+                Arc::new(Int16Array::from(vec![Some(2), Some(3), Some(4)])) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        let wide = RecordBatch::try_from_iter([
+            (
+                "a",
+                Arc::new(Int64Array::from(vec![
+                    Some(1),
+                    Some(-7),
+                    None,
+                    Some(1 << 40),
+                ])) as ArrayRef,
+            ),
+            (
+                "b",
+                Arc::new(Int64Array::from(vec![Some(2), Some(3), Some(4), Some(2)])) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        let columns = strings(&["a", "b"]);
+        let narrow = extract_keys(&narrow, &columns, Path::new("n.parquet")).unwrap();
+        let wide = extract_keys(&wide, &columns, Path::new("w.csv")).unwrap();
+        assert_eq!(narrow, [Key::IntPair(1, 2), Key::IntPair(-7, 3), Key::Null]);
+        assert_eq!(wide[..3], narrow[..]);
+        assert_eq!(
+            wide[3],
+            Key::composite(vec![Key::Int(1 << 40), Key::Int(2)])
+        );
+        assert!(matches!(wide[3], Key::Composite(_)));
     }
 
     /// A batch with every key shape the fast paths must agree on, and the key columns of each:

@@ -23,6 +23,20 @@ pub const PAD: u32 = u32::MAX;
 /// gained half as much on TPC-H SF1's lineitem x orders (6 million output rows).
 pub const WINDOW_PAIRS: usize = 4 << 20;
 
+/// Pairs all the workers of a process hold together at most: 16 Mi, 256 MiB with the buffers
+/// that order them, so that many workers do not multiply the window.
+pub const PROCESS_WINDOW_PAIRS: usize = 16 << 20;
+
+/// The window of each of `workers` workers: [`WINDOW_PAIRS`], less where the workers would
+/// hold more than [`PROCESS_WINDOW_PAIRS`] together, and a whole number of batches of
+/// `batch_rows` (at least one), so that every batch a full window hands out is whole: the
+/// runtime writes each as a row group of its own and sets aside only a worker's last.
+pub fn window_pairs(workers: usize, batch_rows: usize) -> usize {
+    let batch_rows = batch_rows.max(1);
+    let share = WINDOW_PAIRS.min(PROCESS_WINDOW_PAIRS / workers.max(1));
+    (share / batch_rows).max(1) * batch_rows
+}
+
 /// Blocks of rows are at least this many rows apart (1 Ki rows: a few pages of a column).
 const MIN_BLOCK_SHIFT: u32 = 10;
 
@@ -211,6 +225,29 @@ mod tests {
         );
         assert!(rows.is_empty());
         assert!(drained(&mut rows, 3).is_empty());
+    }
+
+    #[test]
+    fn a_full_window_hands_out_whole_batches_and_many_workers_share_a_bound() {
+        let batch = 64 * 1024;
+        assert_eq!(window_pairs(2, batch), WINDOW_PAIRS);
+        assert_eq!(window_pairs(8, batch), PROCESS_WINDOW_PAIRS / 8);
+        assert_eq!(window_pairs(1000, batch), batch);
+        assert_eq!(window_pairs(3, 1000) % 1000, 0);
+        for workers in [1, 2, 3, 4, 8, 16, 64] {
+            let window = window_pairs(workers, batch);
+            assert_eq!(window % batch, 0, "{workers} workers");
+            assert!(window * workers <= PROCESS_WINDOW_PAIRS.max(batch * workers));
+        }
+        // A window of three batches of 2 rows hands out three whole batches.
+        let mut rows = OutputRows::new(10, 10, window_pairs(1, 2).min(6));
+        let mut full = false;
+        for row in 0..6 {
+            full = rows.push(row, 9 - row);
+        }
+        assert!(full);
+        let sizes: Vec<usize> = drained(&mut rows, 2).iter().map(|b| b.0.len()).collect();
+        assert_eq!(sizes, [2, 2, 2]);
     }
 
     #[test]

@@ -451,6 +451,35 @@ mod tests {
         assert!(*seen.lock().unwrap() < 8_000_000);
     }
 
+    /// A stop that comes while a worker hands over its last window (all of this join's output
+    /// fits in one, so it is handed over as the workers finish) ends the run interrupted, not
+    /// complete with rows missing.
+    #[test]
+    fn a_run_stopped_while_its_last_rows_are_handed_over_ends_interrupted() {
+        let keys = vec![Some(1); 600];
+        let (left, right) = (
+            table("left", &keys, 0, &[]),
+            table("right", &keys, 10_000, &[]),
+        );
+        let mut join = TableJoin::on(&["k"], &["k"]);
+        join.run.workers = Some(2);
+        let prepared = join.prepare(left, right, None).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(0usize));
+        let (stopper, counter) = (Arc::clone(&stop), Arc::clone(&seen));
+        let sink: BatchSink = Arc::new(move |batch: RecordBatch| {
+            *counter.lock().unwrap() += batch.num_rows();
+            stopper.store(true, Ordering::Relaxed);
+            Ok(())
+        });
+        assert_eq!(
+            prepared.run(Some(sink), Some(stop)).unwrap_err(),
+            Error::Interrupted
+        );
+        // 360,000 rows, 6 batches: the run stopped before it handed over all of them.
+        assert!(*seen.lock().unwrap() < 360_000);
+    }
+
     #[test]
     fn preparing_stops_when_told() {
         let (left, right) = hot_pair();

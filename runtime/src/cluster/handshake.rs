@@ -30,10 +30,11 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-/// The first bytes of every handshake: names the protocol and its version (3: the facts' work
-/// costs weigh the link), so that processes of different versions refuse each other here rather
-/// than misread each other's facts.
-const MAGIC: &[u8; 8] = b"SKJOIN\x00\x03";
+/// The first bytes of every handshake: names the protocol and its version (4: keys of two
+/// 32-bit integers travel as `Key::IntPair`, which a version-3 process would neither read nor
+/// match with its own composite keys; 3: the facts' work costs weigh the link), so that
+/// processes of different versions refuse each other here rather than misread each other.
+const MAGIC: &[u8; 8] = b"SKJOIN\x00\x04";
 const NONCE_BYTES: usize = 32;
 const HELLO_BYTES: usize = MAGIC.len() + 8 + 8 + NONCE_BYTES;
 const MAC_BYTES: usize = 32;
