@@ -242,7 +242,7 @@ fn strangers_are_refused_and_the_cluster_still_forms() {
         &strs(&join_args(&hosts, "0", &["--connect-timeout", "20"])),
     );
     // skewjoin's own hello from a process 99 that does not exist.
-    let mut hello_99 = b"SKJOIN\x00\x03".to_vec();
+    let mut hello_99 = b"SKJOIN\x00\x04".to_vec();
     hello_99.extend(99u64.to_be_bytes());
     hello_99.extend(0u64.to_be_bytes());
     hello_99.extend([7u8; 32]);
