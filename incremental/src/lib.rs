@@ -1,0 +1,179 @@
+//! A skew-resilient incremental join for [differential dataflow](https://docs.rs/differential-dataflow)
+//! collections.
+//!
+//! Differential's `join` arranges both inputs by key, so every record of a key, and the whole
+//! product of a key hot on both sides, is on one worker. [`SkewJoin::skew_join`] produces the
+//! same collection at every time, and spreads hot keys the way the batch AM-Join does:
+//!
+//! 1. **Counting**: each side's records per key are counted as the collections change
+//!    (`count_total`, after summing a batch's updates of a key on the worker that has them).
+//! 2. **Planning**: a key whose load (`left + right + left * right`, see [`Tuning`]) reaches a
+//!    threshold gets a [`Grid`] of cells on distinct workers; each left record of the key goes to
+//!    one row of cells, each right record to one column, so every pair meets in exactly one cell.
+//!    A key hot on one side only gets one row or column: the other side's records are copied to
+//!    the cells that hold the hot side's. Cold keys stay on their home worker, as in `join`.
+//!    The plan has hysteresis: a hot key goes home only below a quarter of the threshold, and its
+//!    grid is chosen again only once a side's count has doubled or halved.
+//! 3. **Moving**: the plan is a collection, and records reach their cells through a join with
+//!    it; when a key's grid changes at time `t`, its records are retracted from the old cells and
+//!    inserted in the new ones at `t`, and so are the pairs they made. The output never misses or
+//!    doubles a pair, whatever the plan (the tests force plans that change at every time).
+//!
+//! Each worker's load (records held in its cells, updates and output updates processed, plan
+//! changes) is counted into a [`LoadMeter`] where one is given.
+//!
+//! What it costs: each record is held twice (arranged by `(key, salt)` to be routed, then in its
+//! cells), and a hot key's records are copied to a row or column of cells. Timestamps must be
+//! totally ordered (the plan of a key at `t` follows from its plan before `t`).
+//!
+//! Which joins: [`SkewJoin::skew_join`], [`SkewJoin::skew_join_map`], and the semijoin and
+//! antijoin ([`SkewJoin::skew_semijoin`], [`SkewJoin::skew_antijoin`]) with differential's
+//! semantics (multiplicities multiply; antijoin subtracts the semijoin). Outer joins are not
+//! operators of their own in differential either: a left outer join is the join plus the
+//! antijoin with the right side's distinct keys, written the same way here.
+//!
+//! ```
+//! use differential_dataflow::input::Input;
+//! use skewjoin_incremental::{SkewJoin, Tuning};
+//!
+//! timely::example(|scope| {
+//!     // (customer, order) and (customer, region)
+//!     let (_, orders) = scope.new_collection_from(vec![(1u32, 10u32), (1, 11), (2, 12)]);
+//!     let (_, regions) = scope.new_collection_from(vec![(1u32, 7u32), (2, 8)]);
+//!     let expected = orders.clone().join(regions.clone());
+//!     orders
+//!         .skew_join(regions, Tuning { hot_load: 2 }, None)
+//!         .assert_eq(expected);
+//! });
+//! ```
+
+mod grid;
+mod join;
+mod load;
+mod local;
+mod plan;
+mod route;
+
+use std::hash::Hash;
+
+use differential_dataflow::difference::{Abelian, Multiply};
+use differential_dataflow::lattice::Lattice;
+use differential_dataflow::{Data, ExchangeData, VecCollection};
+use timely::order::TotalOrder;
+use timely::progress::Timestamp;
+
+pub use grid::{Grid, Tuning};
+pub use join::skew_join_core;
+pub use load::{max_over_mean, LoadMeter, WorkerLoad};
+
+/// A difference type the join can count records with: a signed integer.
+pub trait Weight:
+    ExchangeData + Abelian + Multiply<Self, Output = Self> + From<i8> + Ord + Copy
+{
+    /// The number of records this difference stands for (negative for a retraction).
+    fn records(&self) -> i64;
+}
+
+macro_rules! integer_weight {
+    ($($t:ty),*) => {$(
+        impl Weight for $t {
+            fn records(&self) -> i64 {
+                *self as i64
+            }
+        }
+    )*};
+}
+integer_weight!(i8, i16, i32, i64, isize);
+
+/// Skew-resilient joins of a collection of `(key, value)` records.
+pub trait SkewJoin<'s, T, K, V, R>: Sized
+where
+    T: Timestamp + Lattice + TotalOrder,
+    K: ExchangeData + Hash,
+    V: ExchangeData + Hash,
+    R: Weight,
+{
+    /// The collection `self.join(other)`, with hot keys spread over grids of workers.
+    fn skew_join<V2>(
+        self,
+        other: VecCollection<'s, T, (K, V2), R>,
+        tuning: Tuning,
+        meter: Option<LoadMeter>,
+    ) -> VecCollection<'s, T, (K, (V, V2)), R>
+    where
+        V2: ExchangeData + Hash,
+    {
+        self.skew_join_map(other, tuning, meter, |key, v, v2| {
+            (key.clone(), (v.clone(), v2.clone()))
+        })
+    }
+
+    /// The collection `self.join_map(other, logic)`, with hot keys spread over grids of workers.
+    fn skew_join_map<V2, D, L>(
+        self,
+        other: VecCollection<'s, T, (K, V2), R>,
+        tuning: Tuning,
+        meter: Option<LoadMeter>,
+        logic: L,
+    ) -> VecCollection<'s, T, D, R>
+    where
+        V2: ExchangeData + Hash,
+        D: Data,
+        L: FnMut(&K, &V, &V2) -> D + 'static;
+
+    /// The collection `self.semijoin(keys)`: each record once per occurrence of its key in
+    /// `keys`. A key frequent in `self` spreads its records, and `keys`' records of it are
+    /// copied to where they went.
+    fn skew_semijoin(
+        self,
+        keys: VecCollection<'s, T, K, R>,
+        tuning: Tuning,
+        meter: Option<LoadMeter>,
+    ) -> VecCollection<'s, T, (K, V), R> {
+        self.skew_join_map(keys.map(|key| (key, ())), tuning, meter, |key, v, ()| {
+            (key.clone(), v.clone())
+        })
+    }
+
+    /// The collection `self.antijoin(keys)`: `self` less its semijoin with `keys` (for `keys`
+    /// with multiplicities 0 or 1, the records whose key is not in `keys`).
+    fn skew_antijoin(
+        self,
+        keys: VecCollection<'s, T, K, R>,
+        tuning: Tuning,
+        meter: Option<LoadMeter>,
+    ) -> VecCollection<'s, T, (K, V), R>;
+}
+
+impl<'s, T, K, V, R> SkewJoin<'s, T, K, V, R> for VecCollection<'s, T, (K, V), R>
+where
+    T: Timestamp + Lattice + TotalOrder,
+    K: ExchangeData + Hash,
+    V: ExchangeData + Hash,
+    R: Weight,
+{
+    fn skew_join_map<V2, D, L>(
+        self,
+        other: VecCollection<'s, T, (K, V2), R>,
+        tuning: Tuning,
+        meter: Option<LoadMeter>,
+        logic: L,
+    ) -> VecCollection<'s, T, D, R>
+    where
+        V2: ExchangeData + Hash,
+        D: Data,
+        L: FnMut(&K, &V, &V2) -> D + 'static,
+    {
+        skew_join_core(self, other, tuning, meter, logic)
+    }
+
+    fn skew_antijoin(
+        self,
+        keys: VecCollection<'s, T, K, R>,
+        tuning: Tuning,
+        meter: Option<LoadMeter>,
+    ) -> VecCollection<'s, T, (K, V), R> {
+        let matched = self.clone().skew_semijoin(keys, tuning, meter);
+        self.concat(matched.negate())
+    }
+}

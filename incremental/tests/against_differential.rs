@@ -1,0 +1,245 @@
+//! The skew join against differential's own `join`, `semijoin` and `antijoin`, at every time,
+//! over random update streams whose hot keys drift, with deletes, multiplicities above 1 and
+//! 1 to 4 workers; and its balance where `join` puts a hot key on one worker.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use differential_dataflow::input::Input;
+use differential_dataflow::VecCollection;
+use proptest::prelude::*;
+use skewjoin_incremental::{max_over_mean, LoadMeter, SkewJoin, Tuning, WorkerLoad};
+use timely::dataflow::operators::Probe;
+use timely::dataflow::ProbeHandle;
+
+/// One update: key, value, diff.
+type Update = (u8, u16, isize);
+
+/// The updates of both sides at one epoch.
+#[derive(Clone, Debug)]
+struct Epoch {
+    left: Vec<Update>,
+    right: Vec<Update>,
+}
+
+/// Every output update seen, per output, as (datum, time, diff).
+type Seen<D> = Arc<Mutex<Vec<(D, u64, isize)>>>;
+
+/// The collection `updates` accumulate to by the end of each epoch, `0..epochs`.
+fn accumulated<D: Ord + Clone>(
+    updates: &[(D, u64, isize)],
+    epochs: u64,
+) -> Vec<BTreeMap<D, isize>> {
+    (0..epochs)
+        .map(|epoch| {
+            let mut at: BTreeMap<D, isize> = BTreeMap::new();
+            for (datum, time, diff) in updates {
+                if *time <= epoch {
+                    *at.entry(datum.clone()).or_default() += diff;
+                }
+            }
+            at.retain(|_, diff| *diff != 0);
+            at
+        })
+        .collect()
+}
+
+fn seen<D: Send + 'static>() -> Seen<D> {
+    Arc::new(Mutex::new(Vec::new()))
+}
+
+/// One output of differential's operator and of the skew join's.
+type Pair<D> = (Seen<D>, Seen<D>);
+
+/// Which outputs a run compares.
+struct Outputs {
+    join: Pair<(u8, (u16, u16))>,
+    semi: Pair<(u8, u16)>,
+    anti: Pair<(u8, u16)>,
+}
+
+/// Runs `epochs` on `workers` workers (each feeds the updates whose position is its index modulo
+/// `workers`), and returns every output's updates and each worker's load.
+fn run(epochs: &[Epoch], workers: usize, tuning: Tuning) -> (Outputs, Vec<WorkerLoad>) {
+    let outputs = Outputs {
+        join: (seen(), seen()),
+        semi: (seen(), seen()),
+        anti: (seen(), seen()),
+    };
+    let loads = Arc::new(Mutex::new(vec![WorkerLoad::default(); workers]));
+    let epochs = epochs.to_vec();
+    let (join, semi, anti) = (
+        outputs.join.clone(),
+        outputs.semi.clone(),
+        outputs.anti.clone(),
+    );
+    let gathered = loads.clone();
+    timely::execute(timely::Config::process(workers), move |worker| {
+        let (index, peers) = (worker.index(), worker.peers());
+        let meter = LoadMeter::new();
+        let mut probe = ProbeHandle::new();
+        let (mut left_in, mut right_in) = worker.dataflow::<u64, _, _>(|scope| {
+            let (left_in, left) = scope.new_collection::<(u8, u16), isize>();
+            let (right_in, right) = scope.new_collection::<(u8, u16), isize>();
+            let keys: VecCollection<_, u8, isize> = right.clone().map(|(key, _)| key);
+            watch(left.clone().join(right.clone()), &join.0, &mut probe);
+            watch(
+                left.clone()
+                    .skew_join(right.clone(), tuning, Some(meter.clone())),
+                &join.1,
+                &mut probe,
+            );
+            watch(left.clone().semijoin(keys.clone()), &semi.0, &mut probe);
+            watch(
+                left.clone().skew_semijoin(keys.clone(), tuning, None),
+                &semi.1,
+                &mut probe,
+            );
+            watch(left.clone().antijoin(keys.clone()), &anti.0, &mut probe);
+            watch(left.skew_antijoin(keys, tuning, None), &anti.1, &mut probe);
+            (left_in, right_in)
+        });
+        for (time, epoch) in epochs.iter().enumerate() {
+            for (input, updates) in [(&mut left_in, &epoch.left), (&mut right_in, &epoch.right)] {
+                for (position, &(key, value, diff)) in updates.iter().enumerate() {
+                    if position % peers == index {
+                        input.update((key, value), diff);
+                    }
+                }
+                input.advance_to(time as u64 + 1);
+                input.flush();
+            }
+            worker.step_while(|| probe.less_than(left_in.time()));
+        }
+        gathered.lock().unwrap()[index] = meter.get();
+    })
+    .expect("timely runs");
+    let loads = loads.lock().unwrap().clone();
+    (outputs, loads)
+}
+
+/// Records every update of `collection` into `into`, and has `probe` wait for it.
+fn watch<D: differential_dataflow::Data + Send>(
+    collection: VecCollection<'_, u64, D, isize>,
+    into: &Seen<D>,
+    probe: &mut ProbeHandle<u64>,
+) {
+    let into = into.clone();
+    collection
+        .inspect(move |update| into.lock().unwrap().push(update.clone()))
+        .inner
+        .probe_with(probe);
+}
+
+/// Asserts that both outputs of a pair accumulate to the same collection at every epoch.
+fn same_at_every_time<D: Ord + Clone + std::fmt::Debug>(
+    what: &str,
+    (reference, skew): &Pair<D>,
+    epochs: u64,
+) -> Result<(), TestCaseError> {
+    let reference = accumulated(&reference.lock().unwrap(), epochs);
+    let skew = accumulated(&skew.lock().unwrap(), epochs);
+    for (epoch, (want, got)) in reference.iter().zip(&skew).enumerate() {
+        prop_assert_eq!(want, got, "{} differs at epoch {}", what, epoch);
+    }
+    Ok(())
+}
+
+/// Updates of one side at one epoch: mostly the epoch's hot key (which drifts from epoch to
+/// epoch), some others, some deleted, some with multiplicity 2.
+fn side(hot: u8, hot_count: usize) -> impl Strategy<Value = Vec<Update>> {
+    let hot_updates = prop::collection::vec(
+        (0u16..40, prop::sample::select(vec![1isize, 1, 2, -1])),
+        hot_count,
+    )
+    .prop_map(move |updates| {
+        updates
+            .into_iter()
+            .map(|(v, d)| (hot, v, d))
+            .collect::<Vec<_>>()
+    });
+    let other = prop::collection::vec(
+        (
+            0u8..12,
+            0u16..40,
+            prop::sample::select(vec![1isize, 1, 2, -1]),
+        ),
+        0..12,
+    );
+    (hot_updates, other).prop_map(|(mut hot, other)| {
+        hot.extend(other);
+        hot
+    })
+}
+
+fn epochs() -> impl Strategy<Value = Vec<Epoch>> {
+    prop::collection::vec(
+        (0u8..4, 0usize..40, 0u8..4, 0usize..40).prop_flat_map(
+            |(hot_left, left_count, hot_right, right_count)| {
+                (side(hot_left, left_count), side(hot_right, right_count))
+                    .prop_map(|(left, right)| Epoch { left, right })
+            },
+        ),
+        1..6,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: std::env::var("SKEW_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(48), ..ProptestConfig::default() })]
+
+    /// Hot keys move from epoch to epoch, with thresholds from "every key is hot" to "none
+    /// is", so plans are made, changed and dropped at every epoch.
+    #[test]
+    fn the_skew_join_is_differentials_join_at_every_time(
+        epochs in epochs(),
+        workers in 1usize..=4,
+        hot_load in prop::sample::select(vec![1u64, 4, 30, 200, u64::MAX]),
+    ) {
+        let (outputs, _) = run(&epochs, workers, Tuning { hot_load });
+        let times = epochs.len() as u64;
+        same_at_every_time("join", &outputs.join, times)?;
+        same_at_every_time("semijoin", &outputs.semi, times)?;
+        same_at_every_time("antijoin", &outputs.anti, times)?;
+    }
+}
+
+/// One key with `count` records on each side at the first epoch, cold ones around it, and at
+/// the second epoch the hot key's records deleted: it goes hot, then home.
+fn hot_then_cold(count: u16) -> Vec<Epoch> {
+    let mut left: Vec<Update> = (0..count).map(|v| (7, v, 1)).collect();
+    let mut right: Vec<Update> = (0..count).map(|v| (7, v, 1)).collect();
+    left.extend((0..40).map(|k| (k as u8 + 10, k, 1)));
+    right.extend((0..40).map(|k| (k as u8 + 10, k, 1)));
+    let delete = |side: &[Update]| {
+        side.iter()
+            .filter(|u| u.0 == 7)
+            .map(|&(k, v, _)| (k, v, -1))
+            .collect()
+    };
+    let second = Epoch {
+        left: delete(&left),
+        right: delete(&right),
+    };
+    vec![Epoch { left, right }, second]
+}
+
+#[test]
+fn a_key_hot_on_both_sides_is_spread_over_every_worker_and_goes_home_when_it_cools() {
+    let epochs = hot_then_cold(400);
+    let workers = 4;
+    let (outputs, spread) = run(&epochs, workers, Tuning { hot_load: 10_000 });
+    same_at_every_time("join", &outputs.join, 2).unwrap();
+    let (_, home) = run(&epochs, workers, Tuning { hot_load: u64::MAX });
+    // 160,000 pairs of the hot key: all on one worker without a plan, a quarter each with one.
+    let output =
+        |loads: &[WorkerLoad]| max_over_mean(loads.iter().map(|l| l.output_updates as f64));
+    assert!(output(&home) > 3.5, "without a plan: {home:?}");
+    assert!(output(&spread) < 1.2, "with a plan: {spread:?}");
+    let peak = |loads: &[WorkerLoad]| max_over_mean(loads.iter().map(|l| l.peak_held as f64));
+    assert!(peak(&spread) < peak(&home), "{spread:?} vs {home:?}");
+    // The key was planned once and dropped once, on its counting worker.
+    assert_eq!(spread.iter().map(|l| l.replans).sum::<u64>(), 2);
+    assert_eq!(spread.iter().map(|l| l.hot_keys).sum::<u64>(), 0);
+    // Everything deleted but the cold keys' 40 records a side.
+    assert_eq!(spread.iter().map(|l| l.held).sum::<i64>(), 80);
+}
