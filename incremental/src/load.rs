@@ -9,7 +9,9 @@ pub struct WorkerLoad {
     /// Records in this worker's cells now (left and right, counted with their multiplicity):
     /// what its join arrangements hold once compacted.
     pub held: i64,
-    /// The most `held` has been after any batch of updates.
+    /// The most `held` has been, counted as updates arrive (an insertion that arrives before
+    /// the retraction it cancels counts until the retraction arrives, as the arrangement's
+    /// batcher holds both until their time is complete).
     pub peak_held: i64,
     /// Updates that arrived in this worker's cells (each a record routed to a cell, inserted or
     /// retracted): the join's input work.
