@@ -159,6 +159,10 @@ fn main() {
         eprintln!("error: --workers and --batch must be at least 1");
         std::process::exit(2);
     }
+    if args.check && args.join == Join::Differential {
+        eprintln!("error: --check compares the skew join with differential's; use it with --join skew or home");
+        std::process::exit(2);
+    }
     let workers = args.workers;
     let shared = Arc::new(Mutex::new(Shared {
         loads: vec![WorkerLoad::default(); workers],

@@ -102,26 +102,17 @@ pub fn replan(
     workers: u32,
 ) -> Option<Planned> {
     let load = load(left, right);
-    let chosen = |grid| Some(Planned { grid, left, right });
+    let chosen = || {
+        let grid = Grid::best(left, right, workers);
+        (grid.cells() > 1).then_some(Planned { grid, left, right })
+    };
     match current {
-        None if load >= tuning.hot_load => {
-            let grid = Grid::best(left, right, workers);
-            if grid.cells() > 1 {
-                chosen(grid)
-            } else {
-                None
-            }
-        }
+        // A key with no records has nothing to spread, whatever the threshold.
+        _ if left == 0 && right == 0 => None,
+        None if load >= tuning.hot_load.max(1) => chosen(),
         None => None,
-        Some(_) if load < tuning.hot_load / COOL_DIVISOR => None,
-        Some(planned) if drifted(planned.left, left) || drifted(planned.right, right) => {
-            let grid = Grid::best(left, right, workers);
-            if grid.cells() > 1 {
-                chosen(grid)
-            } else {
-                None
-            }
-        }
+        Some(_) if load.saturating_mul(COOL_DIVISOR) < tuning.hot_load => None,
+        Some(planned) if drifted(planned.left, left) || drifted(planned.right, right) => chosen(),
         Some(planned) => Some(planned),
     }
 }
@@ -169,6 +160,20 @@ mod tests {
         // Halved but still hot: the grid is chosen again (the same one) and re-anchored.
         let anchored = replan(Some(hot), 15, 15, tuning, 4).expect("hot");
         assert_eq!((anchored.grid, anchored.left), (hot.grid, 15));
+    }
+
+    #[test]
+    fn a_key_with_no_records_has_no_grid_whatever_the_threshold() {
+        for hot_load in [0, 1, 2, 3] {
+            let tuning = Tuning { hot_load };
+            assert_eq!(replan(None, 0, 0, tuning, 4), None);
+            let hot = replan(None, 5, 5, tuning, 4).expect("hot");
+            assert_eq!(
+                replan(Some(hot), 0, 0, tuning, 4),
+                None,
+                "hot_load {hot_load}"
+            );
+        }
     }
 
     #[test]

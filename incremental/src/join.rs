@@ -3,17 +3,17 @@
 
 use std::hash::Hash;
 
+use differential_dataflow::lattice::Lattice;
 use differential_dataflow::operators::arrange::arrangement::arrange_core;
 use differential_dataflow::operators::arrange::{Arranged, TraceAgent};
 use differential_dataflow::operators::CountTotal;
 use differential_dataflow::trace::implementations::{ValBatcher, ValSpine};
 use differential_dataflow::{AsCollection, Data, ExchangeData, Hashable, VecCollection};
 use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::vec::Map;
 use timely::dataflow::operators::{Exchange, Inspect};
 use timely::order::TotalOrder;
 use timely::progress::Timestamp;
-
-use differential_dataflow::lattice::Lattice;
 
 use crate::grid::{Grid, Tuning};
 use crate::load::LoadMeter;
@@ -22,16 +22,68 @@ use crate::plan::plan;
 use crate::route::{cells, salt, worker, Side};
 use crate::Weight;
 
-/// Records arranged by `(key, salt)` or `(key, cell)`.
+/// Records arranged by `(key, part)`, where the part is a salt or a cell.
 type Spine<K, V, T, R> = ValSpine<(K, u32), V, T, R>;
 type ByPart<'s, K, V, T, R> = Arranged<'s, TraceAgent<Spine<K, V, T, R>>>;
 
 /// `left` joined with `right`, each matching pair of a key's records passed to `logic`:
-/// the collection `left.join_map(right, logic)` is, at every time.
+/// the collection `left.join_map(right, logic)` is, at every time. Keys are counted and
+/// planned as they change ([`Tuning`]).
 pub fn skew_join_core<'s, T, K, V, V2, R, D, L>(
     left: VecCollection<'s, T, (K, V), R>,
     right: VecCollection<'s, T, (K, V2), R>,
     tuning: Tuning,
+    meter: Option<LoadMeter>,
+    logic: L,
+) -> VecCollection<'s, T, D, R>
+where
+    T: Timestamp + Lattice + TotalOrder,
+    K: ExchangeData + Hash,
+    V: ExchangeData + Hash,
+    V2: ExchangeData + Hash,
+    R: Weight,
+    D: Data,
+    L: FnMut(&K, &V, &V2) -> D + 'static,
+{
+    let workers = left.inner.scope().peers() as u32;
+    let planned = plan(
+        key_counts(left.clone()),
+        key_counts(right.clone()),
+        tuning,
+        workers,
+        meter.clone(),
+    );
+    join_with_plan(left, right, planned, meter, logic)
+}
+
+/// Each key's number of records, as it changes, counted in `i64` whatever the diff type. A
+/// hot key's updates are summed within each batch on the worker that has them before they go
+/// to the key's counting worker.
+fn key_counts<'s, T, K, V, R>(
+    records: VecCollection<'s, T, (K, V), R>,
+) -> VecCollection<'s, T, (K, i64), isize>
+where
+    T: Timestamp + Lattice + TotalOrder,
+    K: ExchangeData + Hash,
+    V: ExchangeData,
+    R: Weight,
+{
+    records
+        .inner
+        .map(|((key, _), time, diff)| (key, time, diff.records()))
+        .as_collection()
+        .consolidate_stream()
+        .count_total()
+}
+
+/// `left` joined with `right` through a given plan: a collection of `(key, grid)` with at most
+/// one grid per key at any time (multiplicity 1), each key with a grid spread over its cells,
+/// the others at home. The output is `left.join_map(right, logic)` for any such plan; the plan
+/// decides only where the work is done. [`skew_join_core`] makes the plan from key counts.
+pub fn join_with_plan<'s, T, K, V, V2, R, D, L>(
+    left: VecCollection<'s, T, (K, V), R>,
+    right: VecCollection<'s, T, (K, V2), R>,
+    plan: VecCollection<'s, T, (K, Grid), R>,
     meter: Option<LoadMeter>,
     mut logic: L,
 ) -> VecCollection<'s, T, D, R>
@@ -44,33 +96,14 @@ where
     D: Data,
     L: FnMut(&K, &V, &V2) -> D + 'static,
 {
-    let workers = left.inner.scope().peers();
-    let salts = workers as u32;
-
-    // Each side's count of every key, as it changes. A hot key's updates are summed within
-    // each batch on the worker that has them before they go to the key's counting worker.
-    let left_counts = left
-        .clone()
-        .map(|(key, _)| key)
-        .consolidate_stream()
-        .count_total();
-    let right_counts = right
-        .clone()
-        .map(|(key, _)| key)
-        .consolidate_stream()
-        .count_total();
-    let planned = plan(
-        left_counts,
-        right_counts,
-        tuning,
-        workers as u32,
-        meter.clone(),
+    let salts = left.inner.scope().peers() as u32;
+    // The plan once per salt, each salt of a key on its own worker: the records of a hot key
+    // meet its plan on as many workers as there are salts.
+    let plan_by_salt = arrange_by_part(
+        plan.flat_map(move |(key, grid)| (0..salts).map(move |s| ((key.clone(), s), grid))),
+        None,
+        "SkewPlanBySalt",
     );
-    // The plan once per salt: the records of a hot key meet its plan on as many workers.
-    let plan_by_salt = planned
-        .flat_map(move |(key, grid)| (0..salts).map(move |s| ((key.clone(), s), grid)))
-        .arrange_by_key();
-
     let left_cells = in_cells(left, plan_by_salt.clone(), Side::Left, salts, meter.clone());
     let right_cells = in_cells(right, plan_by_salt, Side::Right, salts, meter.clone());
     let output = left_cells.join_core(right_cells, move |(key, _cell), v, v2| {
@@ -104,13 +137,14 @@ where
     V: ExchangeData + Hash,
     R: Weight,
 {
-    let workers = records.inner.scope().peers();
-    let salted = records
-        .map(move |(key, value)| {
+    let salted = arrange_by_part(
+        records.map(move |(key, value)| {
             let s = salt(value.hashed(), salts);
             ((key, s), value)
-        })
-        .arrange_by_key();
+        }),
+        meter.clone(),
+        "SkewBySalt",
+    );
     let home = salted
         .clone()
         .as_collection(|(key, _), value| ((key.clone(), 0), value.clone()));
@@ -125,25 +159,43 @@ where
         let (key, value) = (key.clone(), value.clone());
         cells(side, value.hashed(), *grid).map(move |cell| ((key.clone(), cell), value.clone()))
     });
-    let routed = at_home.concat(in_grid).inner.exchange(
-        move |((key_cell, _), _, _): &(((K, u32), V), T, R)| {
-            worker(key_cell.0.hashed(), key_cell.1, workers) as u64
-        },
-    );
-    let routed = match meter {
-        Some(meter) => routed.inspect(move |(_, _, diff): &(((K, u32), V), T, R)| {
+    arrange_by_part(at_home.concat(in_grid), meter, "SkewCells")
+}
+
+/// `records` of `((key, part), value)` arranged on the worker of each part: part `p` of a key
+/// on the worker `p` places after the key's home ([`worker`]), so a key's salts, or the cells of
+/// its grid, are on distinct workers. Counts what arrives into `meter`.
+fn arrange_by_part<'s, T, K, V, R>(
+    records: VecCollection<'s, T, ((K, u32), V), R>,
+    meter: Option<LoadMeter>,
+    name: &str,
+) -> ByPart<'s, K, V, T, R>
+where
+    T: Timestamp + Lattice + TotalOrder,
+    K: ExchangeData + Hash,
+    V: ExchangeData,
+    R: Weight,
+{
+    let workers = records.inner.scope().peers();
+    let arrived = records
+        .inner
+        .exchange(move |((key_part, _), _, _): &(((K, u32), V), T, R)| {
+            worker(key_part.0.hashed(), key_part.1, workers) as u64
+        });
+    let arrived = match meter {
+        Some(meter) => arrived.inspect(move |(_, _, diff): &(((K, u32), V), T, R)| {
             let records = diff.records();
             meter.update(|load| {
                 load.updates += 1;
                 load.held += records;
             })
         }),
-        None => routed,
+        None => arrived,
     };
     arrange_core::<_, _, ValBatcher<(K, u32), V, T, R>, Spine<K, V, T, R>>(
-        routed,
+        arrived,
         Pipeline,
-        "SkewCells",
+        name,
         ValBatcher::new,
     )
 }

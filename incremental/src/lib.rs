@@ -17,14 +17,21 @@
 //! 3. **Moving**: the plan is a collection, and records reach their cells through a join with
 //!    it; when a key's grid changes at time `t`, its records are retracted from the old cells and
 //!    inserted in the new ones at `t`, and so are the pairs they made. The output never misses or
-//!    doubles a pair, whatever the plan (the tests force plans that change at every time).
+//!    doubles a pair, whatever the plan: [`join_with_plan`] takes any plan (at most one grid per
+//!    key at a time), and the tests give it random ones that change at every time.
 //!
-//! Each worker's load (records held in its cells, updates and output updates processed, plan
-//! changes) is counted into a [`LoadMeter`] where one is given.
+//! Each worker's load (records held, updates and output updates processed, plan changes) is
+//! counted into a [`LoadMeter`] where one is given.
 //!
-//! What it costs: each record is held twice (arranged by `(key, salt)` to be routed, then in its
-//! cells), and a hot key's records are copied to a row or column of cells. Timestamps must be
-//! totally ordered (the plan of a key at `t` follows from its plan before `t`).
+//! What it costs and needs:
+//! - each record is held twice (arranged by `(key, salt)` to be routed, then in its cells),
+//!   besides one count per key; a hot key's records are copied to a row or column of cells;
+//! - a plan change retracts and re-inserts the pairs of the moved key from different workers,
+//!   so the output is not consolidated: `.consolidate()` it where that matters;
+//! - timestamps must be totally ordered (the plan of a key at `t` follows from its plan
+//!   before `t`), which rules out use inside `iterate`;
+//! - values must implement `Hash` (a hot key's records are split by a hash of their value), and
+//!   both sides share one signed-integer difference type ([`Weight`]).
 //!
 //! Which joins: [`SkewJoin::skew_join`], [`SkewJoin::skew_join_map`], and the semijoin and
 //! antijoin ([`SkewJoin::skew_semijoin`], [`SkewJoin::skew_antijoin`]) with differential's
@@ -34,15 +41,16 @@
 //!
 //! ```
 //! use differential_dataflow::input::Input;
-//! use skewjoin_incremental::{SkewJoin, Tuning};
+//! use skewjoin_incremental::{LoadMeter, SkewJoin, Tuning};
 //!
 //! timely::example(|scope| {
 //!     // (customer, order) and (customer, region)
 //!     let (_, orders) = scope.new_collection_from(vec![(1u32, 10u32), (1, 11), (2, 12)]);
 //!     let (_, regions) = scope.new_collection_from(vec![(1u32, 7u32), (2, 8)]);
 //!     let expected = orders.clone().join(regions.clone());
+//!     let meter = LoadMeter::new(); // after steps: meter.get().held, .updates, .output_updates, ...
 //!     orders
-//!         .skew_join(regions, Tuning { hot_load: 2 }, None)
+//!         .skew_join(regions, Tuning { hot_load: 2 }, Some(meter))
 //!         .assert_eq(expected);
 //! });
 //! ```
@@ -63,7 +71,7 @@ use timely::order::TotalOrder;
 use timely::progress::Timestamp;
 
 pub use grid::{Grid, Tuning};
-pub use join::skew_join_core;
+pub use join::{join_with_plan, skew_join_core};
 pub use load::{max_over_mean, LoadMeter, WorkerLoad};
 
 /// A difference type the join can count records with: a signed integer.
@@ -78,12 +86,12 @@ macro_rules! integer_weight {
     ($($t:ty),*) => {$(
         impl Weight for $t {
             fn records(&self) -> i64 {
-                *self as i64
+                i64::try_from(*self).unwrap_or(if *self < 0 { i64::MIN } else { i64::MAX })
             }
         }
     )*};
 }
-integer_weight!(i8, i16, i32, i64, isize);
+integer_weight!(i8, i16, i32, i64, i128, isize);
 
 /// Skew-resilient joins of a collection of `(key, value)` records.
 pub trait SkewJoin<'s, T, K, V, R>: Sized

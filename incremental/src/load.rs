@@ -6,15 +6,16 @@ use std::rc::Rc;
 /// One worker's figures so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WorkerLoad {
-    /// Records in this worker's cells now (left and right, counted with their multiplicity):
-    /// what its join arrangements hold once compacted.
+    /// Records this worker's arrangements hold now, counted with their multiplicity: those
+    /// arranged by `(key, salt)` to be routed, and those in its cells (left and right). The
+    /// key counts (one per key) are not included.
     pub held: i64,
     /// The most `held` has been, counted as updates arrive (an insertion that arrives before
     /// the retraction it cancels counts until the retraction arrives, as the arrangement's
     /// batcher holds both until their time is complete).
     pub peak_held: i64,
-    /// Updates that arrived in this worker's cells (each a record routed to a cell, inserted or
-    /// retracted): the join's input work.
+    /// Updates that arrived in those arrangements (each a record inserted or retracted, by
+    /// salt or in a cell): the join's input work.
     pub updates: u64,
     /// Output updates this worker's cells produced: the join's output work.
     pub output_updates: u64,

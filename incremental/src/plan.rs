@@ -38,8 +38,8 @@ type CountChange<K> = (Side, K, u64, isize);
 /// `count_total`, which exchanges by the key's hash), so that one worker sees both counts of a
 /// key and decides its plan alone.
 pub fn plan<'s, T, K, R>(
-    left_counts: VecCollection<'s, T, (K, R), isize>,
-    right_counts: VecCollection<'s, T, (K, R), isize>,
+    left_counts: VecCollection<'s, T, (K, i64), isize>,
+    right_counts: VecCollection<'s, T, (K, i64), isize>,
     tuning: Tuning,
     workers: u32,
     meter: Option<LoadMeter>,
@@ -64,7 +64,7 @@ where
                         input.for_each_stamp(|stamp, data| {
                             for batch in data {
                                 for ((key, count), time, diff) in batch.drain(..) {
-                                    let count = count.records().max(0) as u64;
+                                    let count = count.max(0) as u64;
                                     pending.push(&stamp, &time, (side, key, count, diff));
                                 }
                             }

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use differential_dataflow::input::Input;
 use differential_dataflow::VecCollection;
 use proptest::prelude::*;
-use skewjoin_incremental::{max_over_mean, LoadMeter, SkewJoin, Tuning, WorkerLoad};
+use skewjoin_incremental::{
+    join_with_plan, max_over_mean, Grid, LoadMeter, SkewJoin, Tuning, WorkerLoad,
+};
 use timely::dataflow::operators::Probe;
 use timely::dataflow::ProbeHandle;
 
@@ -58,9 +60,25 @@ struct Outputs {
     anti: Pair<(u8, u16)>,
 }
 
+/// How the skew join gets its plan.
+#[derive(Clone, Debug)]
+enum Planning {
+    /// From key counts, with this threshold.
+    Counted(Tuning),
+    /// Given: at each epoch, keys whose grid changes to this one (or to none).
+    Forced(Vec<Vec<(u8, Option<Grid>)>>),
+}
+
 /// Runs `epochs` on `workers` workers (each feeds the updates whose position is its index modulo
-/// `workers`), and returns every output's updates and each worker's load.
-fn run(epochs: &[Epoch], workers: usize, tuning: Tuning) -> (Outputs, Vec<WorkerLoad>) {
+/// `workers`), stepping until each epoch is done or (`step_each` false) only after feeding all
+/// of them, and returns every output's updates and each worker's load. A forced plan compares
+/// the join only.
+fn run(
+    epochs: &[Epoch],
+    workers: usize,
+    planning: Planning,
+    step_each: bool,
+) -> (Outputs, Vec<WorkerLoad>) {
     let outputs = Outputs {
         join: (seen(), seen()),
         semi: (seen(), seen()),
@@ -78,11 +96,20 @@ fn run(epochs: &[Epoch], workers: usize, tuning: Tuning) -> (Outputs, Vec<Worker
         let (index, peers) = (worker.index(), worker.peers());
         let meter = LoadMeter::new();
         let mut probe = ProbeHandle::new();
-        let (mut left_in, mut right_in) = worker.dataflow::<u64, _, _>(|scope| {
+        let planning = planning.clone();
+        let (mut left_in, mut right_in, mut plan_in) = worker.dataflow::<u64, _, _>(|scope| {
             let (left_in, left) = scope.new_collection::<(u8, u16), isize>();
             let (right_in, right) = scope.new_collection::<(u8, u16), isize>();
-            let keys: VecCollection<_, u8, isize> = right.clone().map(|(key, _)| key);
+            let (plan_in, plan) = scope.new_collection::<(u8, Grid), isize>();
             watch(left.clone().join(right.clone()), &join.0, &mut probe);
+            let Planning::Counted(tuning) = planning else {
+                let joined = join_with_plan(left, right, plan, Some(meter.clone()), |k, v, v2| {
+                    (*k, (*v, *v2))
+                });
+                watch(joined, &join.1, &mut probe);
+                return (left_in, right_in, plan_in);
+            };
+            let keys: VecCollection<_, u8, isize> = right.clone().map(|(key, _)| key);
             watch(
                 left.clone()
                     .skew_join(right.clone(), tuning, Some(meter.clone())),
@@ -97,8 +124,9 @@ fn run(epochs: &[Epoch], workers: usize, tuning: Tuning) -> (Outputs, Vec<Worker
             );
             watch(left.clone().antijoin(keys.clone()), &anti.0, &mut probe);
             watch(left.skew_antijoin(keys, tuning, None), &anti.1, &mut probe);
-            (left_in, right_in)
+            (left_in, right_in, plan_in)
         });
+        let mut grids: BTreeMap<u8, Grid> = BTreeMap::new();
         for (time, epoch) in epochs.iter().enumerate() {
             for (input, updates) in [(&mut left_in, &epoch.left), (&mut right_in, &epoch.right)] {
                 for (position, &(key, value, diff)) in updates.iter().enumerate() {
@@ -109,8 +137,24 @@ fn run(epochs: &[Epoch], workers: usize, tuning: Tuning) -> (Outputs, Vec<Worker
                 input.advance_to(time as u64 + 1);
                 input.flush();
             }
-            worker.step_while(|| probe.less_than(left_in.time()));
+            if let (Planning::Forced(changes), 0) = (&planning, index) {
+                for &(key, grid) in changes.get(time).into_iter().flatten() {
+                    if let Some(old) = grids.remove(&key) {
+                        plan_in.update((key, old), -1);
+                    }
+                    if let Some(new) = grid {
+                        plan_in.update((key, new), 1);
+                        grids.insert(key, new);
+                    }
+                }
+            }
+            plan_in.advance_to(time as u64 + 1);
+            plan_in.flush();
+            if step_each {
+                worker.step_while(|| probe.less_than(left_in.time()));
+            }
         }
+        worker.step_while(|| probe.less_than(left_in.time()));
         gathered.lock().unwrap()[index] = meter.get();
     })
     .expect("timely runs");
@@ -149,7 +193,10 @@ fn same_at_every_time<D: Ord + Clone + std::fmt::Debug>(
 /// epoch), some others, some deleted, some with multiplicity 2.
 fn side(hot: u8, hot_count: usize) -> impl Strategy<Value = Vec<Update>> {
     let hot_updates = prop::collection::vec(
-        (0u16..40, prop::sample::select(vec![1isize, 1, 2, -1])),
+        (
+            0u16..40,
+            prop::sample::select(vec![1isize, 1, 2, 3, -1, -2]),
+        ),
         hot_count,
     )
     .prop_map(move |updates| {
@@ -162,7 +209,7 @@ fn side(hot: u8, hot_count: usize) -> impl Strategy<Value = Vec<Update>> {
         (
             0u8..12,
             0u16..40,
-            prop::sample::select(vec![1isize, 1, 2, -1]),
+            prop::sample::select(vec![1isize, 1, 2, 3, -1, -2]),
         ),
         0..12,
     );
@@ -184,22 +231,68 @@ fn epochs() -> impl Strategy<Value = Vec<Epoch>> {
     )
 }
 
+/// Whether some key has a positive count on some side at the end of some epoch.
+fn some_key_counted(epochs: &[Epoch]) -> bool {
+    let mut counts: BTreeMap<(bool, u8), isize> = BTreeMap::new();
+    epochs.iter().any(|epoch| {
+        for (side, updates) in [(false, &epoch.left), (true, &epoch.right)] {
+            for &(key, _, diff) in updates {
+                *counts.entry((side, key)).or_default() += diff;
+            }
+        }
+        counts.values().any(|&count| count > 0)
+    })
+}
+
+/// Random plans: at each epoch some of keys 0..4 get a random grid (cells up to 16, more than
+/// the workers: cells then share workers) or lose theirs.
+fn forced_plans(epochs: usize) -> impl Strategy<Value = Vec<Vec<(u8, Option<Grid>)>>> {
+    let grid = (1u32..=4, 1u32..=4).prop_map(|(rows, cols)| Grid { rows, cols });
+    prop::collection::vec(
+        prop::collection::vec((0u8..4, prop::option::of(grid)), 0..4),
+        epochs,
+    )
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: std::env::var("SKEW_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(48), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        // SKEW_CASES=N runs more cases locally.
+        cases: std::env::var("SKEW_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(48),
+        ..ProptestConfig::default()
+    })]
 
     /// Hot keys move from epoch to epoch, with thresholds from "every key is hot" to "none
-    /// is", so plans are made, changed and dropped at every epoch.
+    /// is", so plans are made, changed and dropped at every epoch; epochs are completed one by
+    /// one, or all fed before any is (several times pending in every operator).
     #[test]
     fn the_skew_join_is_differentials_join_at_every_time(
         epochs in epochs(),
         workers in 1usize..=4,
-        hot_load in prop::sample::select(vec![1u64, 4, 30, 200, u64::MAX]),
+        hot_load in prop::sample::select(vec![0u64, 1, 3, 30, 200, u64::MAX]),
+        step_each in any::<bool>(),
     ) {
-        let (outputs, _) = run(&epochs, workers, Tuning { hot_load });
+        let (outputs, loads) = run(&epochs, workers, Planning::Counted(Tuning { hot_load }), step_each);
         let times = epochs.len() as u64;
         same_at_every_time("join", &outputs.join, times)?;
         same_at_every_time("semijoin", &outputs.semi, times)?;
         same_at_every_time("antijoin", &outputs.anti, times)?;
+        if workers > 1 && hot_load <= 1 && some_key_counted(&epochs) {
+            prop_assert!(loads.iter().map(|l| l.replans).sum::<u64>() > 0, "{:?}", loads);
+        }
+    }
+
+    /// Whatever the plan says, and however often it changes, the output is the join's.
+    #[test]
+    fn any_plan_gives_differentials_join_at_every_time(
+        (epochs, plans) in epochs().prop_flat_map(|epochs| {
+            let count = epochs.len();
+            (Just(epochs), forced_plans(count))
+        }),
+        workers in 1usize..=4,
+        step_each in any::<bool>(),
+    ) {
+        let (outputs, _) = run(&epochs, workers, Planning::Forced(plans), step_each);
+        same_at_every_time("join", &outputs.join, epochs.len() as u64)?;
     }
 }
 
@@ -227,9 +320,19 @@ fn hot_then_cold(count: u16) -> Vec<Epoch> {
 fn a_key_hot_on_both_sides_is_spread_over_every_worker_and_goes_home_when_it_cools() {
     let epochs = hot_then_cold(400);
     let workers = 4;
-    let (outputs, spread) = run(&epochs, workers, Tuning { hot_load: 10_000 });
+    let (outputs, spread) = run(
+        &epochs,
+        workers,
+        Planning::Counted(Tuning { hot_load: 10_000 }),
+        true,
+    );
     same_at_every_time("join", &outputs.join, 2).unwrap();
-    let (_, home) = run(&epochs, workers, Tuning { hot_load: u64::MAX });
+    let (_, home) = run(
+        &epochs,
+        workers,
+        Planning::Counted(Tuning { hot_load: u64::MAX }),
+        true,
+    );
     // 160,000 pairs of the hot key: all on one worker without a plan, a quarter each with one.
     let output =
         |loads: &[WorkerLoad]| max_over_mean(loads.iter().map(|l| l.output_updates as f64));
@@ -240,6 +343,7 @@ fn a_key_hot_on_both_sides_is_spread_over_every_worker_and_goes_home_when_it_coo
     // The key was planned once and dropped once, on its counting worker.
     assert_eq!(spread.iter().map(|l| l.replans).sum::<u64>(), 2);
     assert_eq!(spread.iter().map(|l| l.hot_keys).sum::<u64>(), 0);
-    // Everything deleted but the cold keys' 40 records a side.
-    assert_eq!(spread.iter().map(|l| l.held).sum::<i64>(), 80);
+    // Everything deleted but the cold keys' 40 records a side, each held twice: by salt, to be
+    // routed, and in its cell.
+    assert_eq!(spread.iter().map(|l| l.held).sum::<i64>(), 2 * 80);
 }
