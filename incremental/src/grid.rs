@@ -23,21 +23,28 @@ impl Grid {
         self.rows * self.cols
     }
 
-    /// The grid with at most `workers` cells that minimises the load of one cell: the left
-    /// records it holds (`left / rows`), the right records (`right / cols`) and the output
-    /// pairs it produces (`left * right / cells`). Ties go to fewer cells (fewer copies).
-    pub fn best(left: u64, right: u64, workers: u32) -> Grid {
+    /// The load of one cell of this grid for a key with `left` and `right` records: the left
+    /// records it holds (`left / rows`), the right records (`right / cols`) and the output pairs
+    /// it produces (`left * right / cells`).
+    pub fn cost(self, left: u64, right: u64) -> f64 {
         let (l, r) = (left as f64, right as f64);
+        let (rows, cols) = (f64::from(self.rows.max(1)), f64::from(self.cols.max(1)));
+        l / rows + r / cols + l * r / (rows * cols)
+    }
+
+    /// The grid with at most `workers` cells of least [`Grid::cost`]. Ties go to fewer rows.
+    pub fn best(left: u64, right: u64, workers: u32) -> Grid {
         let mut best = Grid { rows: 1, cols: 1 };
         let mut best_cost = f64::INFINITY;
         for rows in 1..=workers.max(1) {
-            let cols = workers.max(1) / rows;
-            let cells = f64::from(rows * cols);
-            let cost = l / f64::from(rows) + r / f64::from(cols) + l * r / cells;
-            // Only a strict improvement (beyond float noise) replaces the grid found first:
-            // equal costs keep the one with fewer rows.
+            let grid = Grid {
+                rows,
+                cols: workers.max(1) / rows,
+            };
+            let cost = grid.cost(left, right);
+            // Only a strict improvement (beyond float noise) replaces the grid found first.
             if cost < best_cost * (1.0 - 1e-12) {
-                best = Grid { rows, cols };
+                best = grid;
                 best_cost = cost;
             }
         }
@@ -68,6 +75,10 @@ const COOL_DIVISOR: u64 = 4;
 /// grid was chosen.
 const DRIFT_FACTOR: u64 = 2;
 
+/// A hot key keeps its grid unless the best one's cell load is lower by more than this factor:
+/// moving a key moves all its pairs, so a small gain is not worth it.
+const REGRID_GAIN: f64 = 1.25;
+
 /// What the planner knows of one hot key: its grid, and the counts it was chosen for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Planned {
@@ -93,7 +104,8 @@ fn drifted(then: u64, now: u64) -> bool {
 
 /// The plan for a key whose counts are now `left` and `right`, given its current plan:
 /// `None` means the key goes (or stays) home. A returned plan with the same grid as `current`
-/// only re-anchors the counts; the key's records do not move.
+/// only re-anchors the counts; the key's records do not move. A hot key keeps its grid unless
+/// a side's count has doubled or halved and another grid is better by [`REGRID_GAIN`].
 pub fn replan(
     current: Option<Planned>,
     left: u64,
@@ -102,17 +114,22 @@ pub fn replan(
     workers: u32,
 ) -> Option<Planned> {
     let load = load(left, right);
-    let chosen = || {
-        let grid = Grid::best(left, right, workers);
+    let chosen = |current: Option<Grid>| {
+        let best = Grid::best(left, right, workers);
+        let keep =
+            current.filter(|grid| grid.cost(left, right) <= REGRID_GAIN * best.cost(left, right));
+        let grid = keep.unwrap_or(best);
         (grid.cells() > 1).then_some(Planned { grid, left, right })
     };
     match current {
         // A key with no records has nothing to spread, whatever the threshold.
         _ if left == 0 && right == 0 => None,
-        None if load >= tuning.hot_load.max(1) => chosen(),
+        None if load >= tuning.hot_load.max(1) => chosen(None),
         None => None,
         Some(_) if load.saturating_mul(COOL_DIVISOR) < tuning.hot_load => None,
-        Some(planned) if drifted(planned.left, left) || drifted(planned.right, right) => chosen(),
+        Some(planned) if drifted(planned.left, left) || drifted(planned.right, right) => {
+            chosen(Some(planned.grid))
+        }
         Some(planned) => Some(planned),
     }
 }
@@ -182,6 +199,13 @@ mod tests {
         let hot = replan(None, 1000, 1000, tuning, 8).expect("hot");
         // Less than doubled: same plan, same anchor.
         assert_eq!(replan(Some(hot), 1900, 1000, tuning, 8), Some(hot));
+        // Both sides doubled: 2 x 4 is still the best grid; re-anchored, not moved.
+        let doubled = replan(Some(hot), 2000, 2000, tuning, 8).expect("hot");
+        assert_eq!((doubled.grid, doubled.left), (hot.grid, 2000));
+        // The left side grew ten times: 4 x 2 is better than 2 x 4 but by less than
+        // REGRID_GAIN, so the key stays where it is.
+        let grown = replan(Some(hot), 10_000, 1000, tuning, 8).expect("hot");
+        assert_eq!(grown.grid, hot.grid);
         // The right side vanished: the grid turns into one column over all rows.
         let again = replan(Some(hot), 1000, 0, tuning, 8).expect("still hot");
         assert_eq!(again.grid, Grid { rows: 8, cols: 1 });
