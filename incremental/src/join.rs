@@ -199,3 +199,82 @@ where
         ValBatcher::new,
     )
 }
+
+/// The records of `counts` whose key has a positive count, as `(key, ())` once each.
+fn present_keys<'s, T, K, R>(
+    counts: VecCollection<'s, T, (K, i64), isize>,
+) -> VecCollection<'s, T, (K, ()), R>
+where
+    T: Timestamp + Lattice + TotalOrder,
+    K: ExchangeData + Hash,
+    R: Weight,
+{
+    // `count_total` retracts a key's old count and inserts its new one: keeping only positive
+    // counts leaves each present key once.
+    counts
+        .inner
+        .flat_map(|((key, count), time, diff)| {
+            let diff = R::from(if diff > 0 { 1 } else { -1 });
+            (count > 0).then_some(((key, ()), time, diff))
+        })
+        .as_collection()
+}
+
+/// A full outer join's three parts: matching pairs, left records whose key has no right record
+/// (a positive count), and right records whose key has no left record; the last two only where
+/// asked. One plan, from both sides' counts, routes all three.
+#[allow(clippy::type_complexity)]
+pub(crate) fn outer_parts<'s, T, K, V, V2, R>(
+    left: VecCollection<'s, T, (K, V), R>,
+    right: VecCollection<'s, T, (K, V2), R>,
+    tuning: Tuning,
+    meter: Option<LoadMeter>,
+    keep_right: bool,
+) -> (
+    VecCollection<'s, T, (K, (V, V2)), R>,
+    VecCollection<'s, T, (K, V), R>,
+    Option<VecCollection<'s, T, (K, V2), R>>,
+)
+where
+    T: Timestamp + Lattice + TotalOrder,
+    K: ExchangeData + Hash,
+    V: ExchangeData + Hash,
+    V2: ExchangeData + Hash,
+    R: Weight,
+{
+    let workers = left.inner.scope().peers() as u32;
+    let (left_counts, right_counts) = (key_counts(left.clone()), key_counts(right.clone()));
+    let planned = plan(
+        left_counts.clone(),
+        right_counts.clone(),
+        tuning,
+        workers,
+        meter.clone(),
+    );
+    let matched = join_with_plan(
+        left.clone(),
+        right.clone(),
+        planned.clone(),
+        meter,
+        |key, v, v2| (key.clone(), (v.clone(), v2.clone())),
+    );
+    let left_matched = join_with_plan(
+        left.clone(),
+        present_keys(right_counts),
+        planned.clone(),
+        None,
+        |key, v, ()| (key.clone(), v.clone()),
+    );
+    let left_only = left.concat(left_matched.negate());
+    let right_only = keep_right.then(|| {
+        let right_matched = join_with_plan(
+            present_keys(left_counts),
+            right.clone(),
+            planned,
+            None,
+            |key, (), v2| (key.clone(), v2.clone()),
+        );
+        right.concat(right_matched.negate())
+    });
+    (matched, left_only, right_only)
+}

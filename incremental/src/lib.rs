@@ -35,9 +35,11 @@
 //!
 //! Which joins: [`SkewJoin::skew_join`], [`SkewJoin::skew_join_map`], and the semijoin and
 //! antijoin ([`SkewJoin::skew_semijoin`], [`SkewJoin::skew_antijoin`]) with differential's
-//! semantics (multiplicities multiply; antijoin subtracts the semijoin). Outer joins are not
-//! operators of their own in differential either: a left outer join is the join plus the
-//! antijoin with the right side's distinct keys, written the same way here.
+//! semantics (multiplicities multiply; antijoin subtracts the semijoin), and the left and full
+//! outer joins ([`SkewJoin::skew_left_join`], [`SkewJoin::skew_full_join`]), which differential
+//! has no operators for: the join plus the records whose key has no record on the other side
+//! (no positive count there), padded with `None`; in differential terms, the join plus the
+//! antijoin with the other side's keys of positive count. One plan routes every part.
 //!
 //! ```
 //! use differential_dataflow::input::Input;
@@ -129,6 +131,29 @@ where
         D: Data,
         L: FnMut(&K, &V, &V2) -> D + 'static;
 
+    /// The left outer join: every pair of `self.join(other)` as `(key, (v, Some(v2)))`, and each
+    /// record of `self` whose key has no record in `other` (no positive count) as
+    /// `(key, (v, None))`. Hot keys are spread for both parts by one plan.
+    fn skew_left_join<V2>(
+        self,
+        other: VecCollection<'s, T, (K, V2), R>,
+        tuning: Tuning,
+        meter: Option<LoadMeter>,
+    ) -> VecCollection<'s, T, (K, (V, Option<V2>)), R>
+    where
+        V2: ExchangeData + Hash;
+
+    /// The full outer join: the left outer join, and each record of `other` whose key has no
+    /// record in `self` as `(key, (None, Some(v2)))`; every value is an `Option`.
+    fn skew_full_join<V2>(
+        self,
+        other: VecCollection<'s, T, (K, V2), R>,
+        tuning: Tuning,
+        meter: Option<LoadMeter>,
+    ) -> VecCollection<'s, T, (K, (Option<V>, Option<V2>)), R>
+    where
+        V2: ExchangeData + Hash;
+
     /// The collection `self.semijoin(keys)`: each record once per occurrence of its key in
     /// `keys`. A key frequent in `self` spreads its records, and `keys`' records of it are
     /// copied to where they went.
@@ -173,6 +198,38 @@ where
         L: FnMut(&K, &V, &V2) -> D + 'static,
     {
         skew_join_core(self, other, tuning, meter, logic)
+    }
+
+    fn skew_left_join<V2>(
+        self,
+        other: VecCollection<'s, T, (K, V2), R>,
+        tuning: Tuning,
+        meter: Option<LoadMeter>,
+    ) -> VecCollection<'s, T, (K, (V, Option<V2>)), R>
+    where
+        V2: ExchangeData + Hash,
+    {
+        let (matched, left_only, _) = join::outer_parts(self, other, tuning, meter, false);
+        matched
+            .map(|(key, (v, v2))| (key, (v, Some(v2))))
+            .concat(left_only.map(|(key, v)| (key, (v, None))))
+    }
+
+    fn skew_full_join<V2>(
+        self,
+        other: VecCollection<'s, T, (K, V2), R>,
+        tuning: Tuning,
+        meter: Option<LoadMeter>,
+    ) -> VecCollection<'s, T, (K, (Option<V>, Option<V2>)), R>
+    where
+        V2: ExchangeData + Hash,
+    {
+        let (matched, left_only, right_only) = join::outer_parts(self, other, tuning, meter, true);
+        let right_only = right_only.expect("asked for");
+        matched
+            .map(|(key, (v, v2))| (key, (Some(v), Some(v2))))
+            .concat(left_only.map(|(key, v)| (key, (Some(v), None))))
+            .concat(right_only.map(|(key, v2)| (key, (None, Some(v2)))))
     }
 
     fn skew_antijoin(

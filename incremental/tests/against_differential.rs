@@ -58,6 +58,8 @@ struct Outputs {
     join: Pair<(u8, (u16, u16))>,
     semi: Pair<(u8, u16)>,
     anti: Pair<(u8, u16)>,
+    left_outer: Pair<(u8, (u16, Option<u16>))>,
+    full_outer: Pair<(u8, (Option<u16>, Option<u16>))>,
 }
 
 /// How the skew join gets its plan.
@@ -83,6 +85,8 @@ fn run(
         join: (seen(), seen()),
         semi: (seen(), seen()),
         anti: (seen(), seen()),
+        left_outer: (seen(), seen()),
+        full_outer: (seen(), seen()),
     };
     let loads = Arc::new(Mutex::new(vec![WorkerLoad::default(); workers]));
     let epochs = epochs.to_vec();
@@ -91,6 +95,7 @@ fn run(
         outputs.semi.clone(),
         outputs.anti.clone(),
     );
+    let (left_outer, full_outer) = (outputs.left_outer.clone(), outputs.full_outer.clone());
     let gathered = loads.clone();
     timely::execute(timely::Config::process(workers), move |worker| {
         let (index, peers) = (worker.index(), worker.peers());
@@ -123,7 +128,51 @@ fn run(
                 &mut probe,
             );
             watch(left.clone().antijoin(keys.clone()), &anti.0, &mut probe);
-            watch(left.skew_antijoin(keys, tuning, None), &anti.1, &mut probe);
+            watch(
+                left.clone().skew_antijoin(keys, tuning, None),
+                &anti.1,
+                &mut probe,
+            );
+            // Outer joins in differential's own operators: the join, plus the records whose key
+            // has no positive count on the other side.
+            let positive = |c: &isize| if *c > 0 { 1isize } else { 0 };
+            let left_keys = left
+                .clone()
+                .map(|(k, _)| k)
+                .threshold(move |_, c| positive(c));
+            let right_keys = right
+                .clone()
+                .map(|(k, _)| k)
+                .threshold(move |_, c| positive(c));
+            let matched = left.clone().join(right.clone());
+            let left_only = left.clone().antijoin(right_keys);
+            let right_only = right.clone().antijoin(left_keys);
+            watch(
+                matched
+                    .clone()
+                    .map(|(k, (v, v2))| (k, (v, Some(v2))))
+                    .concat(left_only.clone().map(|(k, v)| (k, (v, None)))),
+                &left_outer.0,
+                &mut probe,
+            );
+            watch(
+                matched
+                    .map(|(k, (v, v2))| (k, (Some(v), Some(v2))))
+                    .concat(left_only.map(|(k, v)| (k, (Some(v), None))))
+                    .concat(right_only.map(|(k, v2)| (k, (None, Some(v2))))),
+                &full_outer.0,
+                &mut probe,
+            );
+            watch(
+                left.clone().skew_left_join(right.clone(), tuning, None),
+                &left_outer.1,
+                &mut probe,
+            );
+            watch(
+                left.skew_full_join(right, tuning, None),
+                &full_outer.1,
+                &mut probe,
+            );
             (left_in, right_in, plan_in)
         });
         let mut grids: BTreeMap<u8, Grid> = BTreeMap::new();
@@ -276,6 +325,8 @@ proptest! {
         same_at_every_time("join", &outputs.join, times)?;
         same_at_every_time("semijoin", &outputs.semi, times)?;
         same_at_every_time("antijoin", &outputs.anti, times)?;
+        same_at_every_time("left outer join", &outputs.left_outer, times)?;
+        same_at_every_time("full outer join", &outputs.full_outer, times)?;
         if workers > 1 && hot_load <= 1 && some_key_counted(&epochs) {
             prop_assert!(loads.iter().map(|l| l.replans).sum::<u64>() > 0, "{:?}", loads);
         }
