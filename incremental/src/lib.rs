@@ -76,6 +76,12 @@ pub use grid::{Grid, Tuning};
 pub use join::{join_with_plan, skew_join_core};
 pub use load::{max_over_mean, LoadMeter, WorkerLoad};
 
+/// A left outer join's output: `(key, (left value, right value or None))`.
+pub type LeftJoined<'s, T, K, V, V2, R> = VecCollection<'s, T, (K, (V, Option<V2>)), R>;
+
+/// A full outer join's output: `(key, (left value or None, right value or None))`.
+pub type FullJoined<'s, T, K, V, V2, R> = VecCollection<'s, T, (K, (Option<V>, Option<V2>)), R>;
+
 /// A difference type the join can count records with: a signed integer.
 pub trait Weight:
     ExchangeData + Abelian + Multiply<Self, Output = Self> + From<i8> + Ord + Copy
@@ -139,7 +145,7 @@ where
         other: VecCollection<'s, T, (K, V2), R>,
         tuning: Tuning,
         meter: Option<LoadMeter>,
-    ) -> VecCollection<'s, T, (K, (V, Option<V2>)), R>
+    ) -> LeftJoined<'s, T, K, V, V2, R>
     where
         V2: ExchangeData + Hash;
 
@@ -150,7 +156,7 @@ where
         other: VecCollection<'s, T, (K, V2), R>,
         tuning: Tuning,
         meter: Option<LoadMeter>,
-    ) -> VecCollection<'s, T, (K, (Option<V>, Option<V2>)), R>
+    ) -> FullJoined<'s, T, K, V, V2, R>
     where
         V2: ExchangeData + Hash;
 
@@ -205,7 +211,7 @@ where
         other: VecCollection<'s, T, (K, V2), R>,
         tuning: Tuning,
         meter: Option<LoadMeter>,
-    ) -> VecCollection<'s, T, (K, (V, Option<V2>)), R>
+    ) -> LeftJoined<'s, T, K, V, V2, R>
     where
         V2: ExchangeData + Hash,
     {
@@ -220,7 +226,7 @@ where
         other: VecCollection<'s, T, (K, V2), R>,
         tuning: Tuning,
         meter: Option<LoadMeter>,
-    ) -> VecCollection<'s, T, (K, (Option<V>, Option<V2>)), R>
+    ) -> FullJoined<'s, T, K, V, V2, R>
     where
         V2: ExchangeData + Hash,
     {
