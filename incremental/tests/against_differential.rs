@@ -53,13 +53,16 @@ fn seen<D: Send + 'static>() -> Seen<D> {
 /// One output of differential's operator and of the skew join's.
 type Pair<D> = (Seen<D>, Seen<D>);
 
+/// A full outer join's values.
+type BothPadded = (Option<u16>, Option<u16>);
+
 /// Which outputs a run compares.
 struct Outputs {
     join: Pair<(u8, (u16, u16))>,
     semi: Pair<(u8, u16)>,
     anti: Pair<(u8, u16)>,
     left_outer: Pair<(u8, (u16, Option<u16>))>,
-    full_outer: Pair<(u8, (Option<u16>, Option<u16>))>,
+    full_outer: Pair<(u8, BothPadded)>,
 }
 
 /// How the skew join gets its plan.
