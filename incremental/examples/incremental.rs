@@ -18,7 +18,7 @@
 //! error unless their outputs have the same count and checksum at every epoch.
 
 use std::sync::{Arc, Barrier, Mutex};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, ValueEnum};
 use differential_dataflow::input::Input;
@@ -72,6 +72,54 @@ struct Args {
     /// Print only the summary.
     #[arg(long, short)]
     quiet: bool,
+    /// Processes of a timely cluster (each with --workers threads); the others are started
+    /// with the same arguments and their own --process.
+    #[arg(long, default_value_t = 1)]
+    processes: usize,
+    /// This process's index in the cluster.
+    #[arg(long, default_value_t = 0)]
+    process: usize,
+    /// A file of one host:port per process, in process order (timely's own protocol, no
+    /// authentication: for a private network such as benches/incremental/emulate.py's).
+    #[arg(long)]
+    hostfile: Option<std::path::PathBuf>,
+}
+
+/// The timely configuration: threads in this process, or one process of a cluster.
+fn timely_config(args: &Args) -> Result<timely::Config, String> {
+    if args.processes <= 1 {
+        return Ok(timely::Config::process(args.workers));
+    }
+    let path = args
+        .hostfile
+        .as_ref()
+        .ok_or("--processes above 1 needs --hostfile")?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let addresses: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    if addresses.len() != args.processes || args.process >= args.processes {
+        return Err(format!(
+            "{}: {} addresses for --processes {} and --process {}",
+            path.display(),
+            addresses.len(),
+            args.processes,
+            args.process
+        ));
+    }
+    Ok(timely::Config {
+        communication: timely::CommunicationConfig::Cluster {
+            threads: args.workers,
+            process: args.process,
+            addresses,
+            report: false,
+            zerocopy: false,
+        },
+        worker: timely::WorkerConfig::default(),
+    })
 }
 
 /// splitmix64: a small deterministic generator, enough to draw keys.
@@ -163,6 +211,14 @@ fn main() {
         eprintln!("error: --check compares the skew join with differential's; use it with --join skew or home");
         std::process::exit(2);
     }
+    if args.check && args.processes > 1 {
+        eprintln!("error: --check compares outputs within one process; compare the processes' summed rows and checksums instead");
+        std::process::exit(2);
+    }
+    let config = timely_config(&args).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    });
     let workers = args.workers;
     let shared = Arc::new(Mutex::new(Shared {
         loads: vec![WorkerLoad::default(); workers],
@@ -173,12 +229,20 @@ fn main() {
     }));
     let barrier = Arc::new(Barrier::new(workers));
     let zipf = Arc::new(Zipf::new(args.keys, args.zipf));
-    let started = Instant::now();
-    let config = args.clone();
+    // When this process's workers started, after the cluster's connections were made.
+    let started: Arc<Mutex<Option<(Instant, SystemTime)>>> = Arc::new(Mutex::new(None));
+    let first_step = Arc::clone(&started);
+    let arguments = args.clone();
     let outcome = Arc::clone(&shared);
-    let guards = timely::execute(timely::Config::process(workers), move |worker| {
-        let args = config.clone();
+    let guards = timely::execute(config, move |worker| {
+        let args = arguments.clone();
+        first_step
+            .lock()
+            .unwrap()
+            .get_or_insert_with(|| (Instant::now(), SystemTime::now()));
         let (index, peers) = (worker.index(), worker.peers());
+        // This process's workers share `shared` and `barrier`; a cluster's others have their own.
+        let local = index % args.workers;
         let meter = LoadMeter::new();
         let mut probe = ProbeHandle::new();
         let skew_tally = Arc::new(Mutex::new(Tally::default()));
@@ -281,13 +345,13 @@ fn main() {
             worker.step_while(|| probe.less_than(left_in.time()));
             {
                 let mut all = shared.lock().unwrap();
-                all.loads[index] = meter.get();
-                all.skew[index] = *skew_tally.lock().unwrap();
-                all.reference[index] = *reference_tally.lock().unwrap();
-                all.fed[index] = fed;
+                all.loads[local] = meter.get();
+                all.skew[local] = *skew_tally.lock().unwrap();
+                all.reference[local] = *reference_tally.lock().unwrap();
+                all.fed[local] = fed;
             }
             barrier.wait();
-            if index == 0 {
+            if local == 0 {
                 let mut all = shared.lock().unwrap();
                 let (skew, reference) = (Tally::sum(&all.skew), Tally::sum(&all.reference));
                 if args.check && skew != reference && all.failure.is_none() {
@@ -296,7 +360,7 @@ fn main() {
                         skew.rows, skew.checksum, reference.rows, reference.checksum
                     ));
                 }
-                if !args.quiet {
+                if !args.quiet && args.processes == 1 {
                     let rows = if args.join == Join::Differential {
                         reference.rows
                     } else {
@@ -321,7 +385,20 @@ fn main() {
         eprintln!("error: {e}");
         std::process::exit(1);
     }
+    let (started, started_at) = started.lock().unwrap().expect("the workers ran");
     let seconds = started.elapsed().as_secs_f64();
+    let since_epoch = |at: SystemTime| {
+        at.duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    if args.processes > 1 {
+        // For a harness: the cluster's join runs from its first start to its last end.
+        println!(
+            "join from {:.6} to {:.6}",
+            since_epoch(started_at),
+            since_epoch(SystemTime::now())
+        );
+    }
     let all = outcome.lock().unwrap();
     if let Some(failure) = &all.failure {
         eprintln!("error: outputs differ at {failure}");
@@ -352,9 +429,14 @@ fn print_epoch(epoch: u64, phase: &str, rows: i64, loads: &[WorkerLoad], join: J
 fn summarise(args: &Args, all: &Shared, seconds: f64) {
     let input_updates: u64 = all.fed.iter().sum();
     println!(
-        "{:?} join, {} workers: {} input updates in {seconds:.3} s ({:.0} updates/s){}",
+        "{:?} join, {} workers{}: {} input updates in {seconds:.3} s ({:.0} updates/s){}",
         args.join,
         args.workers,
+        if args.processes > 1 {
+            format!(" in process {} of {}", args.process, args.processes)
+        } else {
+            String::new()
+        },
         input_updates,
         input_updates as f64 / seconds,
         if args.check {
@@ -363,6 +445,31 @@ fn summarise(args: &Args, all: &Shared, seconds: f64) {
             ""
         },
     );
+    let tally = if args.join == Join::Differential {
+        Tally::sum(&all.reference)
+    } else {
+        Tally::sum(&all.skew)
+    };
+    if args.processes > 1 {
+        // One line per figure for a harness to sum over processes.
+        println!(
+            "process {} output rows {} checksum {}",
+            args.process, tally.rows, tally.checksum
+        );
+        if args.join != Join::Differential {
+            for (local, load) in all.loads.iter().enumerate() {
+                println!(
+                    "worker {} peak_held {} updates {} output_updates {}",
+                    args.process * args.workers + local,
+                    load.peak_held,
+                    load.updates,
+                    load.output_updates
+                );
+            }
+        }
+        return;
+    }
+    println!("output rows {} checksum {}", tally.rows, tally.checksum);
     if args.join != Join::Differential {
         let ratio = |f: fn(&WorkerLoad) -> f64| max_over_mean(all.loads.iter().map(f));
         println!(
