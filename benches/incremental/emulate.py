@@ -9,7 +9,8 @@ timely cluster of N processes, one per machine (`--processes N --process i --hos
 each of its modes (`skew`, `home`, `differential`), interleaved, `--runs` times, and removes
 everything it made when done, interrupted or failing.
 
-Per run: the makespan (from the cluster complete, when the last process's workers start, to
+Per run: CPU seconds of all processes (wait4) and the ideal makespan they allow (spread evenly
+over all machines' cores); the makespan (from the cluster complete, when the last process's workers start, to
 the last process's end: the slowest machine ends it), the summed output rows and checksum (every mode must give the same), and for
 `skew` and `home` each worker's peak held records, updates and output updates as max/mean.
 
@@ -44,7 +45,8 @@ def load_emulate():
 
 
 def run_once(emulate, cluster, binary, mode, workload, work, timeout):
-    """One cluster run: (makespan seconds, rows, checksum, {figure: [per worker]})."""
+    """One cluster run: (makespan seconds, rows, checksum, {figure: [per worker]}, CPU seconds of
+    all processes)."""
     n = cluster.n
     hostfile = os.path.join(work, "hosts")
     with open(hostfile, "w") as f:
@@ -60,14 +62,24 @@ def run_once(emulate, cluster, binary, mode, workload, work, timeout):
         child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                  preexec_fn=lambda path=procs_file: emulate.write(path, os.getpid()))
         children.append((child, out))
+    cpu_seconds = 0.0
     try:
         for child, _ in children:
-            child.wait(timeout=max(1.0, start + timeout - time.monotonic()))
-    except subprocess.TimeoutExpired:
+            while True:
+                pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+                if pid:
+                    child.returncode = os.waitstatus_to_exitcode(status)
+                    cpu_seconds += usage.ru_utime + usage.ru_stime
+                    break
+                if time.monotonic() > start + timeout:
+                    raise RuntimeError(f"a run passed --timeout {timeout}s; see {work}/process-*.out")
+                time.sleep(0.02)
+    except RuntimeError:
         for child, _ in children:
-            child.kill()
-            child.wait()
-        raise RuntimeError(f"a run passed --timeout {timeout}s; see {work}/process-*.out")
+            if child.returncode is None:
+                child.kill()
+                child.wait()
+        raise
     finally:
         for _, out in children:
             out.close()
@@ -89,7 +101,7 @@ def run_once(emulate, cluster, binary, mode, workload, work, timeout):
             figures["output"].append(int(output))
     # From the last process's workers starting (the cluster complete) to the last one ending.
     makespan = max(end for _, end in spans) - max(begin for begin, _ in spans)
-    return makespan, rows, checksum, figures
+    return makespan, rows, checksum, figures, cpu_seconds
 
 
 def max_over_mean(values):
@@ -152,14 +164,18 @@ def main():
           f"{args.zipf} on both sides, {args.inserts:,} inserts per side in batches of {args.batch:,}, "
           f"{args.keys:,} keys, a drifting key, 10% deletes; medians of {args.runs}")
     print()
-    print("| join | makespan s | vs differential | held max/mean | updates max/mean | output max/mean |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| join | makespan s | vs differential | CPU s, all machines | ideal s | makespan / ideal | held max/mean | updates max/mean | output max/mean |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     reference = statistics.median(r[0] for r in results["differential"])
     for mode in MODES:
         makespan = statistics.median(r[0] for r in results[mode])
         figures = results[mode][0][3]
         balance = [f"{max_over_mean(figures[k]):.2f}" if figures[k] else "-" for k in ["held", "updates", "output"]]
-        print(f"| {mode} | {makespan:.2f} | {reference / makespan:.2f}x | " + " | ".join(balance) + " |")
+        cpu_seconds = statistics.median(r[4] for r in results[mode])
+        # The makespan if the CPU time were spread evenly over every machine's cores.
+        ideal = cpu_seconds / (cpu * n)
+        print(f"| {mode} | {makespan:.2f} | {reference / makespan:.2f}x | {cpu_seconds:.2f} | {ideal:.2f} | "
+              f"{makespan / ideal:.2f} | " + " | ".join(balance) + " |")
     print()
     if len(outputs) != 1:
         sys.exit(f"emulate.py: the modes' outputs differ (rows, checksum): {sorted(outputs)}")

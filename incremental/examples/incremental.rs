@@ -342,7 +342,9 @@ fn main() {
                 input.advance_to(epoch + 1);
                 input.flush();
             }
-            worker.step_while(|| probe.less_than(left_in.time()));
+            // Parks when idle: a spinning worker would take the cores (or the cgroup quota of an
+            // emulated machine) that the busy ones need.
+            worker.step_or_park_while(None, || probe.less_than(left_in.time()));
             {
                 let mut all = shared.lock().unwrap();
                 all.loads[local] = meter.get();
