@@ -49,9 +49,11 @@ function readRequest() {
   };
 }
 
-// The same run on the command line, so a visitor can check a figure natively.
-function describeCli(request) {
-  const strategy = request.strategies.length === 1 ? request.strategies[0] : "shuffle";
+// The same run on the command line, so a visitor can check a figure natively. The page runs
+// one worker over P partitions (a browser tab gives it one thread); plans made from per-worker
+// key samples and summaries (VPRP's ranges, AM-Join's and Tree-Join's hot keys) depend on the
+// number of workers, so `-w 1 -p P` is what gives the page's figures partition by partition.
+function describeCli(request, names) {
   const gen = [
     "skewjoin gen --out data",
     `--left-rows ${request.left_rows} --right-rows ${request.right_rows}`,
@@ -59,9 +61,11 @@ function describeCli(request) {
     request.independent ? "--independent" : "",
     `--noise ${request.noise} --seed ${request.seed}`,
   ].filter(Boolean).join(" ");
-  const join = `skewjoin join data/left.parquet data/right.parquet --on key --how ${request.how}` +
-    ` --strategy ${strategy} -w ${request.partitions} -p ${request.partitions} --metrics metrics.json`;
-  return `${gen} && ${join}`;
+  const join = (strategy, metrics) =>
+    `skewjoin join data/left.parquet data/right.parquet --on key --how ${request.how}` +
+    ` --strategy ${strategy} -w 1 -p ${request.partitions} --metrics ${metrics}`;
+  if (request.strategies.length === 1) return `${gen} && ${join(request.strategies[0], "metrics.json")}`;
+  return `${gen} && for s in ${names.join(" ")}; do ${join("$s", "metrics-$s.json")}; done`;
 }
 
 function element(tag, attributes = {}, text) {
@@ -257,13 +261,16 @@ function renderRun(run, expectedRows) {
   return card;
 }
 
+// Every strategy the module knows, in its order (filled once the module has loaded).
+let strategyNames = [];
+
 const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
 
 async function runJoin(event) {
   event?.preventDefault();
   if (!form.reportValidity()) return;
   const request = readRequest();
-  $("cli").textContent = describeCli(request);
+  $("cli").textContent = describeCli(request, strategyNames);
   button.disabled = true;
   results.removeAttribute("data-render-ms");
   setStatus("Generating the data and running the join…");
@@ -306,13 +313,17 @@ async function main() {
     return;
   }
   for (const how of JSON.parse(join_types())) option($("how"), how, how);
-  for (const name of JSON.parse(strategies())) option($("strategy"), name, name);
+  strategyNames = JSON.parse(strategies());
+  for (const name of strategyNames) option($("strategy"), name, name);
   form.addEventListener("submit", runJoin);
   button.disabled = false;
   button.textContent = "Run";
   document.body.dataset.ready = "true";
   setStatus("Ready: choose the data and press Run.");
-  $("cli").textContent = describeCli(readRequest());
+  const showCli = () => { $("cli").textContent = describeCli(readRequest(), strategyNames); };
+  // The command follows the form as it is edited, not only on Run.
+  form.addEventListener("input", showCli);
+  showCli();
 }
 
 main();
