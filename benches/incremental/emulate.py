@@ -62,23 +62,26 @@ def run_once(emulate, cluster, binary, mode, workload, work, timeout):
         child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                  preexec_fn=lambda path=procs_file: emulate.write(path, os.getpid()))
         children.append((child, out))
-    cpu_seconds = 0.0
+    cpu_seconds, running = 0.0, dict(enumerate(children))
     try:
-        for child, _ in children:
-            while True:
+        # Every child polled each pass: one that fails early (its peers then wait for it in
+        # timely's connection setup) stops the run at once, not at the timeout.
+        while running:
+            for i, (child, _) in list(running.items()):
                 pid, status, usage = os.wait4(child.pid, os.WNOHANG)
                 if pid:
                     child.returncode = os.waitstatus_to_exitcode(status)
                     cpu_seconds += usage.ru_utime + usage.ru_stime
-                    break
-                if time.monotonic() > start + timeout:
-                    raise RuntimeError(f"a run passed --timeout {timeout}s; see {work}/process-*.out")
-                time.sleep(0.02)
+                    del running[i]
+                    if child.returncode != 0:
+                        raise RuntimeError(f"process {i} exited with {child.returncode}; see {work}/process-{i}.out")
+            if time.monotonic() > start + timeout:
+                raise RuntimeError(f"a run passed --timeout {timeout}s; see {work}/process-*.out")
+            time.sleep(0.02)
     except RuntimeError:
-        for child, _ in children:
-            if child.returncode is None:
-                child.kill()
-                child.wait()
+        for child, _ in running.values():
+            child.kill()
+            child.wait()
         raise
     finally:
         for _, out in children:
@@ -128,6 +131,8 @@ def main():
         sys.exit(f"emulate.py: {args.binary} is not there: "
                  "cargo build --release -p skewjoin-incremental --example incremental")
     emulate = load_emulate()
+    if emulate.cgroup_root() is None:
+        sys.exit("emulate.py: no cpu cgroup controller here (neither /sys/fs/cgroup/cpu nor cgroup v2's cpu)")
     n = args.machines
     cpu = os.cpu_count() / n
     bits = emulate.REFERENCE_BITS * cpu / emulate.REFERENCE_CORES

@@ -3,8 +3,8 @@
 
 Runs incremental/examples/incremental.rs in its three modes, interleaved, `--runs` times each:
 `skew` (the skew join), `home` (the same operator with no key ever hot: differential's
-placement, measured) and `differential` (differential's `join`). Prints a Markdown table of
-medians: whole-process wall time, input updates per second, peak memory (max RSS), and each
+placement, measured) and `differential` (differential's `join`), and stops unless they all give
+the same output rows and checksum. Prints a Markdown table of medians: whole-process wall time, input updates per second, peak memory (max RSS), and each
 worker's peak held records, updates and output updates as max/mean.
 
     cargo build --release -p skewjoin-incremental --example incremental
@@ -24,7 +24,7 @@ MODES = ["skew", "home", "differential"]
 
 
 def run_once(binary, mode, workers, workload):
-    """One run: (seconds, updates/s, max RSS in MB, {figure: max/mean})."""
+    """One run: (seconds, updates/s, max RSS in MB, {figure: max/mean}, (output rows, checksum))."""
     command = ["/usr/bin/time", "-f", "maxrss %M", binary, "--workers", str(workers),
                "--join", mode, "--quiet"] + workload
     started = time.monotonic()
@@ -38,7 +38,8 @@ def run_once(binary, mode, workers, workload):
     found = re.search(r"peak held ([\d.]+), updates ([\d.]+), output updates ([\d.]+)", done.stdout)
     if found:
         balance = dict(zip(["held", "updates", "output"], map(float, found.groups())))
-    return seconds, rate, rss, balance
+    output = re.search(r"output rows (-?\d+) checksum (\d+)", done.stdout)
+    return seconds, rate, rss, balance, (int(output.group(1)), int(output.group(2)))
 
 
 def main():
@@ -65,6 +66,10 @@ def main():
         for _ in range(args.runs):
             for mode in MODES:
                 results[mode].append(run_once(args.binary, mode, workers, workload))
+        # The workload depends on the worker count, not on the join: every mode's output must agree.
+        outputs = {r[4] for mode in MODES for r in results[mode]}
+        if len(outputs) != 1:
+            sys.exit(f"W = {workers}: the joins' outputs differ (rows, checksum): {sorted(outputs)}")
         medians = {}
         for mode in MODES:
             runs = results[mode]

@@ -15,7 +15,7 @@ import { execFileSync } from "node:child_process";
 import { createServer } from "node:http";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, extname, join, normalize, resolve } from "node:path";
+import { basename, dirname, extname, join, normalize, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
@@ -149,28 +149,13 @@ test("the page offers every strategy and join type of the module", async () => {
   }
 });
 
-test("per-partition figures on the page equal skewjoin join --metrics", async () => {
-  await setControls({
-    left_rows: DATA.left_rows, right_rows: DATA.right_rows, keys: DATA.keys,
-    left_skew: DATA.left_skew, right_skew: DATA.right_skew,
-    hot_keys: DATA.independent ? "independent" : "shared", noise: DATA.noise, seed: DATA.seed,
-    partitions: PARTITIONS, how: HOW, strategy: "all",
-  });
-  const { response } = await runOnPage();
-  allStrategies = response;
-  assert.equal(response.request.partitions, PARTITIONS);
-  // The command the page prints, run as printed (in a fresh directory, `skewjoin` being the
-  // binary under test), gives every strategy's figures partition by partition.
-  const cli = await page.$eval("#cli", (el) => el.textContent);
-  const compared = response.runs.map((r) => r.requested);
-  assert.ok(cli.includes(`for s in ${compared.join(" ")}; do `), cli);
-  const cliDir = mkdtempSync(join(tmpdir(), "skewjoin-e2e-cli-"));
-  execFileSync("bash", ["-c", cli.replaceAll("skewjoin ", `"${skewjoin}" `)], { cwd: cliDir, stdio: "ignore" });
+// Each strategy's figures on the page against the metrics the printed command wrote into `dir`.
+async function compareWithPage(response, compared, dir) {
   const checksums = new Set();
   for (const strategy of compared) {
     const run = response.runs.find((r) => r.requested === strategy);
     assert.ok(run && !run.error, `${strategy} ran on the page`);
-    const native = JSON.parse(readFileSync(join(cliDir, `metrics-${strategy}.json`), "utf8"));
+    const native = JSON.parse(readFileSync(join(dir, `metrics-${strategy}.json`), "utf8"));
     assert.equal(run.strategy, native.strategy, strategy);
     assert.equal(run.broadcast_side, native.broadcast_side, strategy);
     assert.equal(run.left_rows, native.left_rows);
@@ -206,7 +191,36 @@ test("per-partition figures on the page equal skewjoin join --metrics", async ()
     checksums.add(run.checksum);
   }
   assert.equal(checksums.size, 1, "every strategy produces the same output");
-  rmSync(cliDir, { recursive: true, force: true });
+}
+
+test("per-partition figures on the page equal skewjoin join --metrics", async () => {
+  await setControls({
+    left_rows: DATA.left_rows, right_rows: DATA.right_rows, keys: DATA.keys,
+    left_skew: DATA.left_skew, right_skew: DATA.right_skew,
+    hot_keys: DATA.independent ? "independent" : "shared", noise: DATA.noise, seed: DATA.seed,
+    partitions: PARTITIONS, how: HOW, strategy: "all",
+  });
+  const { response } = await runOnPage();
+  allStrategies = response;
+  assert.equal(response.request.partitions, PARTITIONS);
+  // The command the page prints for its settings, run as printed in a fresh directory, gives
+  // every strategy's figures partition by partition.
+  const cli = await page.$eval("#cli", (el) => el.textContent);
+  const compared = response.runs.map((r) => r.requested);
+  assert.ok(cli.includes(`for s in ${compared.join(" ")}; do `), cli);
+  // The text runs unchanged: the binary under test is first on PATH, as `skewjoin`.
+  assert.equal(basename(skewjoin), "skewjoin", "SKEWJOIN names a binary called skewjoin");
+  const cliDir = mkdtempSync(join(tmpdir(), "skewjoin-e2e-cli-"));
+  try {
+    execFileSync("bash", ["-e", "-c", cli], {
+      cwd: cliDir,
+      env: { ...process.env, PATH: `${dirname(resolve(skewjoin))}:${process.env.PATH}` },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    await compareWithPage(response, compared, cliDir);
+  } finally {
+    rmSync(cliDir, { recursive: true, force: true });
+  }
   // The skew is visible: the shuffle's busiest partition does well above the mean.
   const shuffle = response.runs.find((r) => r.requested === "shuffle");
   assert.ok(shuffle.output_imbalance > 1.5, `shuffle output max/mean ${shuffle.output_imbalance}`);
