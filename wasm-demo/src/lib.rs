@@ -231,6 +231,35 @@ fn expected_rows(counts: &JoinCounts, how: JoinType) -> u64 {
     }
 }
 
+/// `n` with a comma between each group of three digits: 12,407,662,170.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// Why a join with `expected` output rows is refused, and what would bring it under the limit.
+/// Above a Zipf exponent of 1 the hottest keys keep most of the rows however many keys there
+/// are, so widening the key domain is offered only where it helps.
+fn too_many_output_rows(how: JoinType, expected: u64, spec: &GenSpec) -> String {
+    let advice = if spec.left_skew.max(spec.right_skew) > 1.0 {
+        "lower the skew (above 1 the hottest keys keep most rows whatever the key domain) or the rows"
+    } else {
+        "lower the skew or the rows, or widen the key domain"
+    };
+    format!(
+        "this {how} join has {} output rows; the browser runs joins of at most {}: {advice}",
+        grouped(expected),
+        grouped(MAX_OUTPUT_ROWS)
+    )
+}
+
 /// Generates the data and runs every strategy asked for.
 pub fn run_request(request: &DemoRequest) -> Result<DemoResponse, String> {
     let how: JoinType = request.how.parse()?;
@@ -263,9 +292,7 @@ pub fn run_request(request: &DemoRequest) -> Result<DemoResponse, String> {
     let pair = generate(&spec);
     let expected = expected_rows(&pair.counts(), how);
     if expected > MAX_OUTPUT_ROWS {
-        return Err(format!(
-            "this {how} join has {expected} output rows; the browser runs joins of at most {MAX_OUTPUT_ROWS}: lower the skew or the rows, or widen the key domain"
-        ));
+        return Err(too_many_output_rows(how, expected, &spec));
     }
     let left: Arc<[Key]> = pair.left.key.iter().map(|&k| Key::Int(k)).collect();
     let right: Arc<[Key]> = pair.right.key.iter().map(|&k| Key::Int(k)).collect();
@@ -390,6 +417,35 @@ mod tests {
             partitions: 8,
             ..DemoRequest::default()
         }
+    }
+
+    #[test]
+    fn a_refused_join_says_its_size_in_groups_of_digits_and_advice_that_fits_its_skew() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1000), "1,000");
+        assert_eq!(grouped(12_407_662_170), "12,407,662,170");
+        let request = DemoRequest {
+            left_rows: 100_000,
+            right_rows: 100_000,
+            keys: 10_000,
+            left_skew: 1.2,
+            right_skew: 1.2,
+            ..small()
+        };
+        let error = run_request(&request).err().expect("too many output rows");
+        assert!(error.contains("at most 300,000,000:"), "{error}");
+        assert!(!error.contains("widen the key domain"), "{error}");
+        let spec = GenSpec {
+            left_skew: 0.9,
+            right_skew: 0.5,
+            ..request.spec()
+        };
+        let milder = too_many_output_rows(JoinType::Inner, 400_000_000, &spec);
+        assert!(
+            milder.contains("400,000,000 output rows") && milder.contains("widen the key domain"),
+            "{milder}"
+        );
     }
 
     #[test]
