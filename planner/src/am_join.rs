@@ -264,8 +264,25 @@ pub struct AmSummary {
     pub left_records: [u64; 3],
     /// The same for the right input.
     pub right_records: [u64; 3],
-    /// `(left, right, rows, cols)` of the largest grids, largest output first.
-    pub largest_grids: Vec<(u64, u64, u32, u32)>,
+    /// The largest grids, largest output first: which key, its records and where its cells went.
+    pub largest_grids: Vec<GridSummary>,
+}
+
+/// One hot-in-both key's grid, as reports show it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GridSummary {
+    /// The key, printed as the join shows keys.
+    pub key: String,
+    /// Its left records.
+    pub left: u64,
+    /// Its right records.
+    pub right: u64,
+    /// Rows of cells (a left record goes to every cell of one row).
+    pub rows: u32,
+    /// Columns of cells (a right record goes to every cell of one column).
+    pub cols: u32,
+    /// The partition of cell `i * cols + j`.
+    pub partitions: Vec<u32>,
 }
 
 impl<K: JoinKey> AmPlan<K> {
@@ -362,10 +379,12 @@ impl<K: JoinKey> AmPlan<K> {
             params.max_cells as u64
         };
         let mut grids = Vec::with_capacity(both.len());
+        let mut grid_keys = Vec::with_capacity(both.len());
         for (key, l, r) in both {
             let work = (l * r + l + r) as f64;
             let cells = ((work / target).ceil() as u64).clamp(1, max_cells);
             let (rows, cols) = grid_shape(l, r, cells);
+            grid_keys.push(format!("{key:?}"));
             classes.insert(key, Class::Both(grids.len() as u32));
             grids.push(Grid {
                 left: l,
@@ -382,12 +401,21 @@ impl<K: JoinKey> AmPlan<K> {
             summary.left_records[2] += grid.left;
             summary.right_records[2] += grid.right;
         }
-        let mut largest: Vec<_> = grids
-            .iter()
-            .map(|g| (g.left, g.right, g.rows, g.cols))
-            .collect();
-        largest.sort_by_key(|g| std::cmp::Reverse(g.0 * g.1));
+        // Largest output first; the sort is stable, so ties stay in key order on every worker.
+        let mut largest: Vec<_> = grids.iter().zip(&grid_keys).collect();
+        largest.sort_by_key(|(g, _)| std::cmp::Reverse(g.left * g.right));
         largest.truncate(5);
+        let largest = largest
+            .into_iter()
+            .map(|(g, key)| GridSummary {
+                key: key.clone(),
+                left: g.left,
+                right: g.right,
+                rows: g.rows,
+                cols: g.cols,
+                partitions: g.cells.clone(),
+            })
+            .collect();
         summary.largest_grids = largest;
         AmPlan {
             classes,

@@ -143,9 +143,15 @@ impl Metrics {
         let mut lines = String::new();
         if let Some(am) = &report.am {
             lines += &format!(
-                "\nAM-Join hot keys: {} left only, {} right only, {} both ({} of them moved there by the broadcast budget); largest grids (left x right records -> rows x cols): {:?}",
-                am.hot_left_only, am.hot_right_only, am.hot_both, am.moved_to_grid, am.largest_grids
+                "\nAM-Join hot keys: {} left only, {} right only, {} both ({} of them moved there by the broadcast budget)",
+                am.hot_left_only, am.hot_right_only, am.hot_both, am.moved_to_grid
             );
+            for grid in &am.largest_grids {
+                lines += &format!(
+                    "\n  key {}: {} x {} records -> {} x {} cells on partitions {:?}",
+                    grid.key, grid.left, grid.right, grid.rows, grid.cols, grid.partitions
+                );
+            }
         }
         if let Some(rounds) = report.tree_rounds {
             lines += &format!("\nTree-Join rounds: {rounds}");
