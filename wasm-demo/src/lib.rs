@@ -2,8 +2,10 @@
 //! real join dataflow of each strategy on one timely worker hosting all P partitions
 //! ([`skewjoin_planner::exec_local`]), and reports the same figures as `skewjoin join --metrics`.
 //!
-//! The JavaScript side calls [`strategies`], [`join_types`] and [`run`] with JSON text; the same
-//! logic is available to Rust as [`run_request`], which is what the tests call natively. Every
+//! The page's Web Worker calls [`strategies`], [`join_types`], then [`prepare`] (generate the data
+//! once) and [`run_prepared`] for each strategy, so that it can report progress between them;
+//! [`run`] does all of it in one call. Arguments and answers are JSON text; the same logic is
+//! available to Rust as [`Prepared`] and [`run_request`], which is what the tests call natively. Every
 //! strategy in [`Strategy::CONCRETE`] is offered and resolved with [`choose`], so a strategy added
 //! to the planner appears in the page without a change here; whatever choices it makes are
 //! reported verbatim as the run's `plan` (the serialised [`Resolved`]).
@@ -26,7 +28,7 @@ use skewjoin_planner::exec_local::{execute_local, CountSink};
 use skewjoin_planner::report::StrategyReport;
 use skewjoin_planner::row_hash::table_row_hashes;
 use skewjoin_planner::strategy::broadcast_limit_for_memory;
-use skewjoin_planner::work_costs::WorkCosts;
+use skewjoin_planner::work_costs::{WorkCosts, CLUSTER_RECORD_NANOS};
 use skewjoin_planner::{choose, PlanInputs, Resolved, Strategy};
 use wasm_bindgen::prelude::*;
 
@@ -37,10 +39,12 @@ pub const MAX_ROWS: u64 = 2_000_000;
 /// The most partitions the page may ask for (bars stay readable).
 pub const MAX_PARTITIONS: usize = 256;
 
-/// The most output rows a request may produce. Every output row is counted and checksummed, at
-/// roughly 100 million rows a second in a browser, and two hot keys with 100,000 rows on each side
-/// already make 10^10; beyond this the page would freeze for many seconds.
-pub const MAX_OUTPUT_ROWS: u64 = 300_000_000;
+/// The most work a request may ask for, in records: for each strategy, the input records it
+/// reads plus the output rows it counts and checksums (at roughly 100 million a second in a
+/// browser, some 20 seconds). The page runs in a Web Worker and can be cancelled, so this bounds
+/// a mistake, not a freeze; it is checked on an estimate before the data is generated and on the
+/// exact count after.
+pub const MAX_WORK: u64 = 2_000_000_000;
 
 /// The memory the broadcast budget is computed for: a page cannot read the machine's memory, so
 /// it uses the native binary's fallback for machines whose memory it cannot read.
@@ -153,6 +157,11 @@ pub struct RunMetrics {
     pub output_imbalance: f64,
     /// Max over mean of peak records held.
     pub peak_imbalance: f64,
+    /// The busiest partition's work on P machines of a cluster, in milliseconds
+    /// ([`predicted_makespan`]).
+    pub predicted_makespan_ms: f64,
+    /// That makespan over the time of a perfect spread of the same work.
+    pub makespan_over_ideal: f64,
     /// What the strategy decided, under the names `--metrics` uses: `am` (AM-Join's key classes
     /// and largest grids), `tree_rounds` (Tree-Join), `ranges` (VPRP's range table).
     #[serde(flatten)]
@@ -244,90 +253,217 @@ fn grouped(n: u64) -> String {
     out
 }
 
-/// Why a join with `expected` output rows is refused, and what would bring it under the limit.
-/// Above a Zipf exponent of 1 the hottest keys keep most of the rows however many keys there
-/// are, so widening the key domain is offered only where it helps.
-fn too_many_output_rows(how: JoinType, expected: u64, spec: &GenSpec) -> String {
-    let advice = if spec.left_skew.max(spec.right_skew) > 1.0 {
-        "lower the skew (above 1 the hottest keys keep most rows whatever the key domain) or the rows"
+/// The output rows the generator's distribution gives this join type on average (not those of
+/// one draw): matched rows pair up with probability `sum_k p_left(k) p_right(k)`, the Zipf
+/// probabilities of the shared ranking, or `1 / keys` where either side is uniform or the hot
+/// keys are drawn independently (the average over the permutations). Outer, semi and anti joins
+/// add at most their input rows.
+pub fn estimated_output_rows(spec: &GenSpec, how: JoinType) -> f64 {
+    let keys = spec.keys.max(1);
+    let shared = spec.left_skew > 0.0 && spec.right_skew > 0.0 && !spec.independent;
+    let overlap = if shared {
+        let (mut left, mut right, mut both) = (0.0f64, 0.0f64, 0.0f64);
+        for rank in 1..=keys {
+            let r = rank as f64;
+            let (l, rr) = (r.powf(-spec.left_skew), r.powf(-spec.right_skew));
+            left += l;
+            right += rr;
+            both += l * rr;
+        }
+        both / (left * right)
     } else {
-        "lower the skew or the rows, or widen the key domain"
+        1.0 / keys as f64
     };
+    let matched = 1.0 - spec.noise;
+    let pairs = spec.left_rows as f64 * spec.right_rows as f64 * matched * matched * overlap;
+    let (l, r) = (spec.left_rows as f64, spec.right_rows as f64);
+    match how {
+        JoinType::Inner => pairs,
+        JoinType::Left => pairs + l,
+        JoinType::Right => pairs + r,
+        JoinType::Full => pairs + l + r,
+        JoinType::LeftSemi | JoinType::LeftAnti => l,
+        JoinType::RightSemi | JoinType::RightAnti => r,
+    }
+}
+
+/// The work of running `strategies` strategies, in records ([`MAX_WORK`]).
+fn work(spec: &GenSpec, strategies: usize, output_rows: f64) -> f64 {
+    strategies as f64 * ((spec.left_rows + spec.right_rows) as f64 + output_rows)
+}
+
+/// Why a request of `work` records is refused, and what would bring it under the limit. Above a
+/// Zipf exponent of 1 the hottest keys keep most of the rows however many keys there are, so
+/// widening the key domain is offered only where it helps.
+fn too_much_work(
+    how: JoinType,
+    output_rows: u64,
+    strategies: usize,
+    spec: &GenSpec,
+    estimated: bool,
+) -> String {
+    let total = work(spec, strategies, output_rows as f64) as u64;
+    let mut advice = Vec::new();
+    if strategies > 1 {
+        advice.push(format!(
+            "run one strategy instead of {strategies} (1/{strategies} of the work)"
+        ));
+    }
+    advice.push(if spec.left_skew.max(spec.right_skew) > 1.0 {
+        "lower the skew (above 1 the hottest keys keep most rows whatever the key domain) or the rows".to_string()
+    } else {
+        "lower the skew or the rows, or widen the key domain".to_string()
+    });
     format!(
-        "this {how} join has {} output rows; the browser runs joins of at most {}: {advice}",
-        grouped(expected),
-        grouped(MAX_OUTPUT_ROWS)
+        "this {how} join has {}{} output rows; with the input rows, {} strategies would handle {} records \
+         and the browser takes at most {} (about 20 seconds): {}",
+        if estimated { "about " } else { "" },
+        grouped(output_rows),
+        strategies,
+        grouped(total),
+        grouped(MAX_WORK),
+        advice.join(", or ")
     )
 }
 
-/// Generates the data and runs every strategy asked for.
-pub fn run_request(request: &DemoRequest) -> Result<DemoResponse, String> {
-    let how: JoinType = request.how.parse()?;
-    if request.left_rows > MAX_ROWS || request.right_rows > MAX_ROWS {
-        return Err(format!(
-            "at most {MAX_ROWS} rows per side in the browser; use the skewjoin command for more"
-        ));
+/// A request's data, generated and hashed once, and what it will run.
+pub struct Prepared {
+    request: DemoRequest,
+    how: JoinType,
+    spec: GenSpec,
+    expected: u64,
+    generate_ms: f64,
+    strategies: Vec<(String, Strategy)>,
+    left: Arc<[Key]>,
+    right: Arc<[Key]>,
+    left_hashes: Arc<[u64]>,
+    right_hashes: Arc<[u64]>,
+}
+
+/// What [`prepare`] answers: everything of a [`DemoResponse`] but the runs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PreparedSummary {
+    /// The request, with defaults filled in.
+    pub request: DemoRequest,
+    /// The exact output row count of this join type on this data.
+    pub expected_rows: u64,
+    /// Time to generate and hash the tables, in milliseconds.
+    pub generate_ms: f64,
+    /// The strategies to run, in order, as asked for.
+    pub strategies: Vec<String>,
+}
+
+impl Prepared {
+    /// Checks the request, estimates its work, generates and hashes the tables.
+    pub fn new(request: &DemoRequest) -> Result<Prepared, String> {
+        let how: JoinType = request.how.parse()?;
+        if request.left_rows > MAX_ROWS || request.right_rows > MAX_ROWS {
+            return Err(format!(
+                "at most {} rows per side in the browser (its memory); use the skewjoin command for more",
+                grouped(MAX_ROWS)
+            ));
+        }
+        if request.partitions == 0 || request.partitions > MAX_PARTITIONS {
+            return Err(format!(
+                "the partition count must be between 1 and {MAX_PARTITIONS}"
+            ));
+        }
+        let strategies: Vec<(String, Strategy)> = if request.strategies.is_empty() {
+            Strategy::CONCRETE
+                .iter()
+                .map(|s| (s.name().to_string(), *s))
+                .collect()
+        } else {
+            request
+                .strategies
+                .iter()
+                .map(|name| Ok((name.clone(), name.parse::<Strategy>()?)))
+                .collect::<Result<_, String>>()?
+        };
+        let spec = request.spec();
+        spec.validate()?;
+        // Refuse before generating what would be refused after: the estimate is an average, so
+        // it is given a margin, and the exact count below decides the rest.
+        let estimate = estimated_output_rows(&spec, how);
+        if work(&spec, strategies.len(), estimate) > 1.25 * MAX_WORK as f64 {
+            return Err(too_much_work(
+                how,
+                estimate as u64,
+                strategies.len(),
+                &spec,
+                true,
+            ));
+        }
+
+        let start = now_ms();
+        let pair = generate(&spec);
+        let expected = expected_rows(&pair.counts(), how);
+        if work(&spec, strategies.len(), expected as f64) > MAX_WORK as f64 {
+            return Err(too_much_work(how, expected, strategies.len(), &spec, false));
+        }
+        let left: Arc<[Key]> = pair.left.key.iter().map(|&k| Key::Int(k)).collect();
+        let right: Arc<[Key]> = pair.right.key.iter().map(|&k| Key::Int(k)).collect();
+        let left_hashes: Arc<[u64]> = table_row_hashes(&pair.left).into();
+        let right_hashes: Arc<[u64]> = table_row_hashes(&pair.right).into();
+        drop(pair);
+        Ok(Prepared {
+            request: request.clone(),
+            how,
+            spec,
+            expected,
+            generate_ms: now_ms() - start,
+            strategies,
+            left,
+            right,
+            left_hashes,
+            right_hashes,
+        })
     }
-    if request.partitions == 0 || request.partitions > MAX_PARTITIONS {
-        return Err(format!(
-            "the partition count must be between 1 and {MAX_PARTITIONS}"
-        ));
+
+    /// What the page shows before the first run.
+    pub fn summary(&self) -> PreparedSummary {
+        PreparedSummary {
+            request: self.request.clone(),
+            expected_rows: self.expected,
+            generate_ms: self.generate_ms,
+            strategies: self
+                .strategies
+                .iter()
+                .map(|(name, _)| name.clone())
+                .collect(),
+        }
     }
-    let strategies: Vec<(String, Strategy)> = if request.strategies.is_empty() {
-        Strategy::CONCRETE
-            .iter()
-            .map(|s| (s.name().to_string(), *s))
-            .collect()
-    } else {
-        request
+
+    /// Runs the `index`th strategy asked for.
+    pub fn run(&self, index: usize) -> Result<RunOutcome, String> {
+        let (requested, strategy) = self
             .strategies
-            .iter()
-            .map(|name| Ok((name.clone(), name.parse::<Strategy>()?)))
-            .collect::<Result<_, String>>()?
-    };
-    let spec = request.spec();
-    spec.validate()?;
-
-    let start = now_ms();
-    let pair = generate(&spec);
-    let expected = expected_rows(&pair.counts(), how);
-    if expected > MAX_OUTPUT_ROWS {
-        return Err(too_many_output_rows(how, expected, &spec));
-    }
-    let left: Arc<[Key]> = pair.left.key.iter().map(|&k| Key::Int(k)).collect();
-    let right: Arc<[Key]> = pair.right.key.iter().map(|&k| Key::Int(k)).collect();
-    let left_hashes: Arc<[u64]> = table_row_hashes(&pair.left).into();
-    let right_hashes: Arc<[u64]> = table_row_hashes(&pair.right).into();
-    drop(pair);
-    let generate_ms = now_ms() - start;
-
-    let inputs = PlanInputs {
-        how,
-        left_rows: spec.left_rows,
-        right_rows: spec.right_rows,
-        // Each partition stands for a worker of a native run with P = W.
-        workers: request.partitions,
-        broadcast_limit: broadcast_limit_for_memory(ASSUMED_MEMORY_BYTES, request.partitions),
-        // As a native run of P threads.
-        costs: WorkCosts::THREADS,
-    };
-    let mut runs = Vec::with_capacity(strategies.len());
-    for (requested, strategy) in strategies {
+            .get(index)
+            .cloned()
+            .ok_or_else(|| format!("there is no strategy number {index}"))?;
+        let partitions = self.request.partitions;
+        let inputs = PlanInputs {
+            how: self.how,
+            left_rows: self.spec.left_rows,
+            right_rows: self.spec.right_rows,
+            // Each partition stands for a worker of a native run with P = W.
+            workers: partitions,
+            broadcast_limit: broadcast_limit_for_memory(ASSUMED_MEMORY_BYTES, partitions),
+            // As a native run of P threads.
+            costs: WorkCosts::THREADS,
+        };
         let choice = match choose(strategy, &inputs) {
             Ok(choice) => choice,
-            Err(error) => {
-                runs.push(RunOutcome::Refused { requested, error });
-                continue;
-            }
+            Err(error) => return Ok(RunOutcome::Refused { requested, error }),
         };
         let job = JoinJob {
-            left: Arc::clone(&left),
-            right: Arc::clone(&right),
-            left_hashes: Arc::clone(&left_hashes),
-            right_hashes: Arc::clone(&right_hashes),
-            how,
+            left: Arc::clone(&self.left),
+            right: Arc::clone(&self.right),
+            left_hashes: Arc::clone(&self.left_hashes),
+            right_hashes: Arc::clone(&self.right_hashes),
+            how: self.how,
             resolved: choice.resolved,
-            partitions: request.partitions,
+            partitions,
             workers: 1,
         };
         let start = now_ms();
@@ -335,34 +471,106 @@ pub fn run_request(request: &DemoRequest) -> Result<DemoResponse, String> {
         let elapsed_ms = now_ms() - start;
         let broadcast_side = choice.resolved.copied_side().map(|side| side.to_string());
         let loads = &output.loads;
-        runs.push(RunOutcome::Ran(Box::new(RunMetrics {
+        let (predicted_makespan_ms, makespan_over_ideal) = predicted_makespan(&loads.per_partition);
+        Ok(RunOutcome::Ran(Box::new(RunMetrics {
             requested,
             strategy: choice.resolved.name().to_string(),
             strategy_reason: choice.reason,
             broadcast_side,
             plan: choice.resolved,
-            how: how.name().to_string(),
+            how: self.how.name().to_string(),
             workers: 1,
-            partitions: request.partitions,
-            left_rows: spec.left_rows,
-            right_rows: spec.right_rows,
+            partitions,
+            left_rows: self.spec.left_rows,
+            right_rows: self.spec.right_rows,
             output_rows: output.summary.rows,
             checksum: format!("{:016x}", output.summary.checksum),
             elapsed_ms,
             per_partition: loads.per_partition.clone(),
             records_received: loads.total_input(),
-            copying_factor: loads.copying_factor(spec.left_rows + spec.right_rows),
+            copying_factor: loads.copying_factor(self.spec.left_rows + self.spec.right_rows),
             input_imbalance: loads.input_imbalance(),
             output_imbalance: loads.output_imbalance(),
             peak_imbalance: loads.peak_imbalance(),
+            predicted_makespan_ms,
+            makespan_over_ideal,
             strategy_report: output.report,
-        })));
+        })))
     }
+}
+
+/// The time P machines of a cluster would take for these loads, in milliseconds, and its ratio to
+/// the time of a perfect spread of the same work: each partition's input records and output rows
+/// weighed as `auto` weighs them on a cluster ([`WorkCosts::CLUSTER`], a record at
+/// [`CLUSTER_RECORD_NANOS`]), the busiest partition's work being the makespan. Copies count as
+/// the records they are, so a broadcast's even spread of copied work shows its cost here.
+pub fn predicted_makespan(per_partition: &[PartitionLoad]) -> (f64, f64) {
+    let works: Vec<u128> = per_partition
+        .iter()
+        .map(|p| WorkCosts::CLUSTER.work(p.input_records, u128::from(p.output_rows)))
+        .collect();
+    let max = works.iter().copied().max().unwrap_or(0);
+    let total: u128 = works.iter().sum();
+    let to_ms = |work: f64| work / 1024.0 * CLUSTER_RECORD_NANOS as f64 / 1e6;
+    let mean = total as f64 / works.len().max(1) as f64;
+    let ratio = if mean > 0.0 { max as f64 / mean } else { 1.0 };
+    (to_ms(max as f64), ratio)
+}
+
+/// Generates the data and runs every strategy asked for.
+pub fn run_request(request: &DemoRequest) -> Result<DemoResponse, String> {
+    let prepared = Prepared::new(request)?;
+    let runs = (0..prepared.strategies.len())
+        .map(|index| prepared.run(index))
+        .collect::<Result<_, String>>()?;
+    let summary = prepared.summary();
     Ok(DemoResponse {
-        request: request.clone(),
-        expected_rows: expected,
-        generate_ms,
+        request: summary.request,
+        expected_rows: summary.expected_rows,
+        generate_ms: summary.generate_ms,
         runs,
+    })
+}
+
+thread_local! {
+    /// The data [`prepare`] made, which [`run_prepared`] joins (the page's worker runs one
+    /// strategy a call, so that it can report progress between them).
+    static PREPARED: std::cell::RefCell<Option<Prepared>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Generates a request's data (JSON, as [`run`] takes it) and keeps it for [`run_prepared`];
+/// answers a [`PreparedSummary`] as JSON, or throws the error message.
+#[wasm_bindgen]
+pub fn prepare(request: &str) -> Result<String, JsValue> {
+    prepare_json(request).map_err(|message| JsValue::from_str(&message))
+}
+
+/// [`prepare`] without the JavaScript types.
+pub fn prepare_json(request: &str) -> Result<String, String> {
+    let request: DemoRequest =
+        serde_json::from_str(request).map_err(|e| format!("bad request: {e}"))?;
+    // The last request's data goes first: two copies of 2M-row tables would not fit.
+    PREPARED.with(|slot| slot.borrow_mut().take());
+    let prepared = Prepared::new(&request)?;
+    let summary = serde_json::to_string(&prepared.summary()).map_err(|e| e.to_string())?;
+    PREPARED.with(|slot| *slot.borrow_mut() = Some(prepared));
+    Ok(summary)
+}
+
+/// Runs the `index`th strategy of the last [`prepare`]d request; answers its [`RunOutcome`] as
+/// JSON, or throws the error message.
+#[wasm_bindgen]
+pub fn run_prepared(index: usize) -> Result<String, JsValue> {
+    run_prepared_json(index).map_err(|message| JsValue::from_str(&message))
+}
+
+/// [`run_prepared`] without the JavaScript types.
+pub fn run_prepared_json(index: usize) -> Result<String, String> {
+    PREPARED.with(|slot| {
+        let slot = slot.borrow();
+        let prepared = slot.as_ref().ok_or("nothing is prepared")?;
+        let outcome = prepared.run(index)?;
+        serde_json::to_string(&outcome).map_err(|e| e.to_string())
     })
 }
 
@@ -434,20 +642,124 @@ mod tests {
             ..small()
         };
         let Err(error) = run_request(&request) else {
-            panic!("a join of more than the limit's output rows ran");
+            panic!("a join of more than the limit's work ran");
         };
-        assert!(error.contains("at most 300,000,000:"), "{error}");
+        // Refused on the estimate, before generating anything.
+        assert!(error.contains("has about 5"), "{error}");
+        assert!(error.contains("at most 2,000,000,000"), "{error}");
+        assert!(error.contains("run one strategy instead of"), "{error}");
         assert!(!error.contains("widen the key domain"), "{error}");
         let spec = GenSpec {
             left_skew: 0.9,
             right_skew: 0.5,
             ..request.spec()
         };
-        let milder = too_many_output_rows(JoinType::Inner, 400_000_000, &spec);
+        let milder = too_much_work(JoinType::Inner, 4_000_000_000, 1, &spec, false);
         assert!(
-            milder.contains("400,000,000 output rows") && milder.contains("widen the key domain"),
+            milder.contains("has 4,000,000,000 output rows")
+                && milder.contains("widen the key domain")
+                && !milder.contains("one strategy"),
             "{milder}"
         );
+    }
+
+    /// The estimate that refuses a request before generating it is the generator's average: close
+    /// to the exact count of a draw, on every shape of data the page offers.
+    #[test]
+    fn the_work_estimate_is_close_to_the_exact_count() {
+        for (left_skew, right_skew, independent, noise) in [
+            (0.0, 0.0, false, 0.0),
+            (0.8, 0.8, false, 0.0),
+            (1.2, 0.9, false, 0.1),
+            (1.1, 0.0, false, 0.0),
+            (1.0, 1.0, true, 0.2),
+        ] {
+            let spec = GenSpec {
+                left_rows: 200_000,
+                right_rows: 100_000,
+                keys: 5_000,
+                left_skew,
+                right_skew,
+                independent,
+                noise,
+                seed: 3,
+            };
+            let exact = generate(&spec).counts();
+            let inputs = (spec.left_rows + spec.right_rows) as f64;
+            // Independent rankings: the average over permutations, not this one's overlap.
+            let tolerance = if independent { 0.5 } else { 0.1 };
+            let estimate = estimated_output_rows(&spec, JoinType::Inner);
+            let inner = exact.inner as f64;
+            assert!(
+                (estimate - inner).abs() <= tolerance * inner.max(1.0),
+                "{spec:?}: estimate {estimate} vs exact {inner}"
+            );
+            // Rows without partners are counted as if every input row had none: an
+            // overestimate by at most the input rows, never an underestimate.
+            for how in [JoinType::Full, JoinType::LeftSemi, JoinType::RightAnti] {
+                let estimate = estimated_output_rows(&spec, how);
+                let exact = expected_rows(&exact, how) as f64;
+                assert!(
+                    estimate >= (1.0 - tolerance) * exact
+                        && estimate <= (1.0 + tolerance) * exact + inputs,
+                    "{spec:?} {how}: estimate {estimate} vs exact {exact}"
+                );
+            }
+        }
+    }
+
+    /// The page's worker runs a request one strategy at a time; that gives the same runs as
+    /// running it whole, and the makespan follows the busiest partition.
+    #[test]
+    fn preparing_then_running_each_strategy_equals_one_run() {
+        let request = DemoRequest {
+            strategies: vec!["shuffle".into(), "broadcast".into(), "am".into()],
+            ..small()
+        };
+        let whole = run_request(&request).unwrap();
+        prepare_json(&serde_json::to_string(&request).unwrap()).unwrap();
+        for (index, run) in whole.runs.iter().enumerate() {
+            let alone: serde_json::Value =
+                serde_json::from_str(&run_prepared_json(index).unwrap()).unwrap();
+            let mut expected = serde_json::to_value(run).unwrap();
+            let mut alone = alone;
+            // The one figure measured by the clock.
+            expected["elapsed_ms"] = serde_json::Value::Null;
+            alone["elapsed_ms"] = serde_json::Value::Null;
+            assert_eq!(alone, expected, "strategy {index}");
+        }
+        assert!(run_prepared_json(whole.runs.len()).is_err());
+        let ran = |index: usize| match &whole.runs[index] {
+            RunOutcome::Ran(metrics) => metrics.as_ref().clone(),
+            RunOutcome::Refused { error, .. } => panic!("{error}"),
+        };
+        let (shuffle, broadcast) = (ran(0), ran(1));
+        // Skewed on the left (1.2): a shuffle's busiest partition sets a makespan above ideal.
+        assert!(
+            shuffle.makespan_over_ideal > 1.2,
+            "{}",
+            shuffle.makespan_over_ideal
+        );
+        // The broadcast spreads its work evenly but copies the right side to every partition.
+        assert!(broadcast.copying_factor > 2.0);
+        let (even, ratio) = predicted_makespan(
+            &[PartitionLoad {
+                input_records: 1000,
+                output_rows: 0,
+                ..PartitionLoad::default()
+            }; 4],
+        );
+        assert!((ratio - 1.0).abs() < 1e-12 && even > 0.0);
+        let (uneven, ratio) = predicted_makespan(&[
+            PartitionLoad {
+                input_records: 4000,
+                ..PartitionLoad::default()
+            },
+            PartitionLoad::default(),
+            PartitionLoad::default(),
+            PartitionLoad::default(),
+        ]);
+        assert!((ratio - 4.0).abs() < 1e-12 && (uneven - 4.0 * even).abs() < 1e-9);
     }
 
     #[test]
@@ -524,6 +836,8 @@ mod tests {
             "input_imbalance",
             "output_imbalance",
             "peak_imbalance",
+            "predicted_makespan_ms",
+            "makespan_over_ideal",
         ] {
             assert!(!run[field].is_null(), "{field} in {run}");
         }
