@@ -2,8 +2,10 @@
 // playwright-core (never a downloaded browser), loads the built page from a local server, runs a
 // fixed-seed join with P = 8 for every strategy, and checks that each strategy's per-partition
 // figures, row count and checksum on the page equal the `--metrics` of `skewjoin join` on the
-// files `skewjoin gen` writes with the same seed. It also times a 100,000-row-per-side run and
-// saves screenshots at laptop and phone widths.
+// files `skewjoin gen` writes with the same seed, with the summary, the data-movement stacks and
+// AM-Join's plan. It cancels a long run and checks the page answers clicks meanwhile, checks a
+// refusal, the URL that restores the settings and the file:// advice, times a 100,000-row-per-side
+// run and saves screenshots at laptop and phone widths.
 //
 // Run by e2e.sh after a build: node --test wasm-demo/e2e/test.mjs
 // Environment: SKEWJOIN (the native binary, required), CHROMIUM (default /usr/bin/chromium),
@@ -187,7 +189,22 @@ async function compareWithPage(response, compared, dir) {
     assert.equal(shown.checksum, native.checksum);
     assert.equal(Number(shown.outputRows), native.output_rows);
     assert.deepEqual(JSON.parse(shown.perPartition), run.per_partition);
-    assert.ok(await page.$$eval(`${card} canvas`, (cs) => cs.length) >= 2, strategy);
+    assert.ok(await page.$$eval(`${card} canvas`, (cs) => cs.length) >= 3, strategy);
+    // The input chart draws where records came from: its broadcast-copies stack is the native
+    // run's broadcast traffic, partition by partition, and both stacks add up to what it received.
+    const stacks = await page.$eval(`${card} canvas`, (canvas) =>
+      Chart.getChart(canvas).data.datasets.filter((d) => d.type === "bar").map((d) => d.data));
+    assert.deepEqual(stacks[1], native.per_partition.map((p) => p.traffic.broadcast_records), strategy);
+    assert.deepEqual(stacks[0].map((routed, p) => routed + stacks[1][p]), native.per_partition.map((p) => p.input_records), strategy);
+    // The summary has a row for it with the copying factor the native run reports.
+    const row = await page.$eval(`#summary tr[data-strategy="${strategy}"]`, (tr) => ({
+      copying: tr.dataset.copyingFactor, cells: [...tr.children].map((c) => c.textContent),
+    }));
+    assert.equal(row.copying, native.copying_factor.toFixed(2), strategy);
+    assert.ok(row.cells.includes(native.copying_factor.toFixed(2)), `${strategy}: ${row.cells}`);
+    // And the card says what the strategy does.
+    const explained = await page.$eval(`${card} .explain`, (el) => el.textContent);
+    assert.ok(explained.length > 40, `${strategy} is explained`);
     checksums.add(run.checksum);
   }
   assert.equal(checksums.size, 1, "every strategy produces the same output");
@@ -224,11 +241,35 @@ test("per-partition figures on the page equal skewjoin join --metrics", async ()
   // The skew is visible: the shuffle's busiest partition does well above the mean.
   const shuffle = response.runs.find((r) => r.requested === "shuffle");
   assert.ok(shuffle.output_imbalance > 1.5, `shuffle output max/mean ${shuffle.output_imbalance}`);
+  // Copying is visible: Broadcast-Join's even input hides copies that the summary shows.
+  const broadcast = response.runs.find((r) => r.requested === "broadcast");
+  assert.ok(broadcast.copying_factor > 1.5 && broadcast.input_imbalance < shuffle.input_imbalance);
+  // Sorting the summary by makespan puts the smallest predicted makespan first.
+  await page.selectOption("#sort", "makespan");
+  const order = await page.$$eval("#summary tr[data-strategy]", (trs) => trs.map((tr) => tr.dataset.strategy));
+  const byMakespan = response.runs.filter((r) => !r.error)
+    .sort((a, b) => a.predicted_makespan_ms - b.predicted_makespan_ms).map((r) => r.requested);
+  assert.deepEqual(order, byMakespan);
+  await page.selectOption("#sort", "order");
+  // The shared y scale puts every card's output chart on one top: the largest output anywhere.
+  await page.check("#shared_scale");
+  const tops = await page.$$eval("#results article canvas", (canvases) =>
+    canvases.map((c) => Chart.getChart(c)).filter((c) => c.options.plugins.title.text.startsWith("output rows"))
+      .map((c) => c.scales.y.max));
+  const largest = Math.max(...response.runs.filter((r) => !r.error).flatMap((r) => r.per_partition.map((p) => p.output_rows)));
+  assert.ok(tops.length >= 9 && tops.every((top) => top === largest), `${tops} vs ${largest}`);
+  await page.uncheck("#shared_scale");
+  await page.locator("#summary").screenshot({ path: join(out, "summary.png") });
+  for (const strategy of ["shuffle", "ib", "am", "tree"]) {
+    await page.locator(`#results article[data-strategy="${strategy}"]`).screenshot({ path: join(out, `card-${strategy}.png`) });
+  }
   await page.screenshot({ path: join(out, "screenshot.png"), fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
   // Chart.js resizes its canvases on the next frames; let it before measuring.
   await page.waitForTimeout(500);
   await page.screenshot({ path: join(out, "screenshot-phone.png"), fullPage: true });
+  await page.locator("#summary").scrollIntoViewIfNeeded();
+  await page.screenshot({ path: join(out, "phone.png") });
   // Nothing is wider than a phone's screen.
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert.ok(overflow <= 0, `the page is ${overflow}px wider than a 390px screen`);
@@ -260,6 +301,14 @@ test("the page shows Tree-Join's rounds, AM-Join's key classes and VPRP's range 
   assert.equal(rows.length, 4);
   const shownCount = (text) => Number(text.replaceAll(",", ""));
   assert.equal(shownCount(rows[2][1]), nativeAm.am.hot_both);
+  // The plan names the largest grids' keys and the partitions their cells landed on.
+  const planLines = await page.$$eval(`${card("am")} ul.plan li`, (lis) => lis.map((li) => li.textContent));
+  for (const grid of nativeAm.am.largest_grids) {
+    const line = planLines.find((l) => l.startsWith(`Key ${grid.key}:`));
+    assert.ok(line, `key ${grid.key} in ${planLines}`);
+    for (const partition of new Set(grid.partitions)) assert.ok(line.includes(`p${partition}`), line);
+  }
+  assert.ok(nativeAm.am.largest_grids.length > 0);
   const classRows = rows.map((row) => shownCount(row[2]));
   assert.equal(classRows.reduce((a, b) => a + b, 0), DATA.left_rows, "the classes hold every left row");
 
@@ -272,10 +321,9 @@ test("the page shows Tree-Join's rounds, AM-Join's key classes and VPRP's range 
   assert.equal(routed, DATA.left_rows + DATA.right_rows);
   const received = vprp.per_partition.reduce((a, p) => a + p.input_records, 0);
   assert.equal(routed, received);
-  assert.equal(await page.$$eval(`${card("vprp")} canvas`, (cs) => cs.length), 3);
+  assert.equal(await page.$$eval(`${card("vprp")} canvas`, (cs) => cs.length), 4);
   assert.equal(await page.$$eval(`${card("shuffle")} table.classes`, (ts) => ts.length), 0);
-  await page.locator(card("am")).screenshot({ path: join(out, "am-classes.png") });
-  await page.locator(card("vprp")).screenshot({ path: join(out, "vprp-ranges.png") });
+  await page.locator(card("vprp")).screenshot({ path: join(out, "card-vprp.png") });
 });
 
 test("a 100,000-row-per-side join renders (timed)", async () => {
@@ -299,6 +347,90 @@ test("a 100,000-row-per-side join renders (timed)", async () => {
   }
   writeFileSync(join(out, "timings.json"), JSON.stringify(timings, null, 2) + "\n");
   console.log(`timings: ${JSON.stringify(timings)}`);
+});
+
+test("a long run can be cancelled, and the page answers clicks meanwhile", async () => {
+  const done = await page.$eval("#results", (el) => Number(el.dataset.done ?? 0));
+  // Some 20 seconds of work in a browser: 2M rows a side, every strategy.
+  await setControls({
+    left_rows: 2000000, right_rows: 2000000, keys: 1000000, left_skew: 0.5, right_skew: 0.5,
+    hot_keys: "shared", noise: 0, seed: 1, partitions: 8, how: "inner", strategy: "all",
+  });
+  await page.click("#run");
+  await page.waitForFunction(() => document.getElementById("status").textContent.startsWith("Running"), null, { timeout: 60_000 });
+  // The page's thread is free while the worker runs: a script round trip and a click on the
+  // raw figures (a <details>) are handled at once.
+  for (let i = 0; i < 3; i++) {
+    const latency = await page.evaluate(() => new Promise((resolve) => {
+      const details = document.getElementById("raw");
+      const start = performance.now();
+      details.addEventListener("toggle", () => resolve(performance.now() - start), { once: true });
+      details.querySelector("summary").click();
+    }));
+    assert.ok(latency < 200, `a click was handled after ${latency} ms`);
+  }
+  assert.ok(await page.$eval("#cancel", (b) => !b.disabled));
+  await page.click("#cancel");
+  await page.waitForFunction(() => Number(document.getElementById("results").dataset.cancelled ?? 0) > 0);
+  const latency = Number(await page.$eval("body", (b) => b.dataset.cancelLatencyMs));
+  assert.ok(latency < 200, `Cancel was handled after ${latency} ms`);
+  const status = await page.$eval("#status", (el) => el.textContent);
+  assert.match(status, /^Cancelled after \d+ strateg/);
+  // The run did not finish, and the page takes the next one with a fresh worker.
+  assert.equal(await page.$eval("#results", (el) => Number(el.dataset.done ?? 0)), done);
+  const shown = await page.$$eval("#results article", (cards) => cards.length);
+  assert.ok(shown < 10, `${shown} cards after cancelling`);
+  await page.waitForFunction(() => !document.getElementById("run").disabled);
+  await setControls({ left_rows: 3000, right_rows: 3000, keys: 300, strategy: "shuffle" });
+  const { response } = await runOnPage();
+  assert.equal(response.runs.length, 1);
+  assert.equal(response.runs[0].output_rows, response.expected_rows);
+});
+
+test("too much work is refused before generating, with numbers a reader can read, and clears old results", async () => {
+  assert.ok(await page.$$eval("#results article", (cards) => cards.length) > 0);
+  const failed = await page.$eval("#results", (el) => Number(el.dataset.failed ?? 0));
+  await setControls({ left_rows: 2000000, right_rows: 2000000, keys: 10000, left_skew: 1.2, right_skew: 1.2, strategy: "all" });
+  await page.click("#run");
+  await page.waitForFunction((n) => Number(document.getElementById("results").dataset.failed ?? 0) > n, failed);
+  const status = await page.$eval("#status", (el) => el.textContent);
+  assert.match(status, /has about \d{1,3}(,\d{3})+ output rows/);
+  assert.match(status, /run one strategy instead of 10/);
+  assert.equal(await page.$$eval("#results article", (cards) => cards.length), 0);
+  assert.ok(await page.$eval("#summary", (el) => el.hidden));
+});
+
+test("the URL carries the settings, and opening it restores them", async () => {
+  const settings = {
+    left_rows: "30000", right_rows: "5000", keys: "700", left_skew: "1.15", right_skew: "0",
+    hot_keys: "independent", noise: "0.1", seed: "9", partitions: "5", how: "left", strategy: "vprp",
+  };
+  await setControls(settings);
+  const url = page.url();
+  for (const [id, value] of Object.entries(settings)) assert.ok(url.includes(`${id}=${value}`), `${id} in ${url}`);
+  const cli = await page.$eval("#cli", (el) => el.textContent);
+  const second = await context.newPage();
+  try {
+    await second.goto(url);
+    await second.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
+    for (const [id, value] of Object.entries(settings)) {
+      assert.equal(await second.$eval(`#${id}`, (el) => el.value), value, id);
+    }
+    assert.equal(await second.$eval("#cli", (el) => el.textContent), cli);
+  } finally {
+    await second.close();
+  }
+});
+
+test("a page opened from file:// says how to serve it instead of hanging", async () => {
+  const local = await context.newPage();
+  try {
+    await local.goto(`file://${join(dist, "index.html")}`);
+    await local.waitForFunction(() => document.getElementById("status").classList.contains("error"));
+    assert.match(await local.$eval("#status", (el) => el.textContent), /served over HTTP.*http\.server/);
+  } finally {
+    await local.close();
+  }
 });
 
 test("the page made no request outside its own origin and logged no error", () => {
