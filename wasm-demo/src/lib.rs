@@ -36,6 +36,10 @@ use wasm_bindgen::prelude::*;
 /// sides of this size take about 100 MB of the browser's memory.
 pub const MAX_ROWS: u64 = 2_000_000;
 
+/// The largest key domain the page may ask for (the form's limit): the estimate of a request's
+/// work sums over every key.
+pub const MAX_KEYS: u64 = 10_000_000;
+
 /// The most partitions the page may ask for (bars stay readable).
 pub const MAX_PARTITIONS: usize = 256;
 
@@ -315,11 +319,15 @@ fn too_much_work(
         "lower the skew or the rows, or widen the key domain".to_string()
     });
     format!(
-        "this {how} join has {}{} output rows; with the input rows, {} strategies would handle {} records \
+        "this {how} join has {}{} output rows; with the input rows, {} would handle {} records \
          and the browser takes at most {} (about 20 seconds): {}",
         if estimated { "about " } else { "" },
         grouped(output_rows),
-        strategies,
+        if strategies == 1 {
+            "one strategy".to_string()
+        } else {
+            format!("{strategies} strategies")
+        },
         grouped(total),
         grouped(MAX_WORK),
         advice.join(", or ")
@@ -366,6 +374,12 @@ impl Prepared {
         if request.partitions == 0 || request.partitions > MAX_PARTITIONS {
             return Err(format!(
                 "the partition count must be between 1 and {MAX_PARTITIONS}"
+            ));
+        }
+        if request.keys > MAX_KEYS {
+            return Err(format!(
+                "at most {} keys in the browser; use the skewjoin command for more",
+                grouped(MAX_KEYS)
             ));
         }
         let strategies: Vec<(String, Strategy)> = if request.strategies.is_empty() {
@@ -500,10 +514,11 @@ impl Prepared {
 }
 
 /// The time P machines of a cluster would take for these loads, in milliseconds, and its ratio to
-/// the time of a perfect spread of the same work: each partition's input records and output rows
-/// weighed as `auto` weighs them on a cluster ([`WorkCosts::CLUSTER`], a record at
-/// [`CLUSTER_RECORD_NANOS`]), the busiest partition's work being the makespan. Copies count as
-/// the records they are, so a broadcast's even spread of copied work shows its cost here.
+/// the time of a perfect spread of the same work: each partition's records received, every one
+/// weighed as a shuffled record, and its output rows weighed as `auto` weighs an output pair on a
+/// cluster ([`WorkCosts::CLUSTER`], a record at [`CLUSTER_RECORD_NANOS`]); the busiest
+/// partition's work is the makespan. Copies count as the records they are, so a broadcast's
+/// even spread of copied work shows its cost here.
 pub fn predicted_makespan(per_partition: &[PartitionLoad]) -> (f64, f64) {
     let works: Vec<u128> = per_partition
         .iter()
@@ -657,8 +672,9 @@ mod tests {
         let milder = too_much_work(JoinType::Inner, 4_000_000_000, 1, &spec, false);
         assert!(
             milder.contains("has 4,000,000,000 output rows")
+                && milder.contains("one strategy would handle")
                 && milder.contains("widen the key domain")
-                && !milder.contains("one strategy"),
+                && !milder.contains("run one strategy"),
             "{milder}"
         );
     }
@@ -806,6 +822,7 @@ mod tests {
             r#"{"partitions": 0}"#,
             r#"{"noise": 2}"#,
             r#"{"left_rows": 1e12}"#,
+            r#"{"keys": 10000001}"#,
             r#"{"rows": 5}"#,
             // 20,000 rows of one key on each side: 4 * 10^8 output rows.
             r#"{"left_rows": 20000, "right_rows": 20000, "keys": 1}"#,

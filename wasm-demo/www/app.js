@@ -124,9 +124,9 @@ const EXPLAIN = {
     sketch: "left, right ──hash(key) mod P──▶ one partition per key",
   },
   broadcast: {
-    text: "The smaller side is copied whole to every partition; the larger side stays where it " +
-      "is. Even load, but every partition holds and reads the whole copied side.",
-    sketch: "small side ──copy──▶ every partition\nlarge side ── stays ──▶ its own partition",
+    text: "One side, the smaller one the join type lets it copy, goes whole to every partition; " +
+      "the other stays where it is. Even load, but every partition holds and reads the copied side.",
+    sketch: "copied side ──copy──▶ every partition\nother side ── stays ──▶ its own partition",
   },
   ib: {
     text: "IB-Join (Small-Large): copies the small side to every partition as an index of its " +
@@ -145,7 +145,7 @@ const EXPLAIN = {
   },
   vprp: {
     text: "VPRP: samples the keys, cuts the key space into 2P virtual ranges of equal sampled " +
-      "weight and maps them to partitions; a hot key can get several ranges of its own.",
+      "weight and maps them to partitions. It never splits a key: a key heavier than a partition's share stays on one.",
     sketch: "sample ──▶ cut key ranges of equal weight\nrecord ──range(key)──▶ its range's partition",
   },
   "vprp-t": {
@@ -436,6 +436,17 @@ function addChart(card, label, make, className = "chart") {
   return () => make(canvas);
 }
 
+// Broadcast copies each partition received. The IB family counts them as it probes; a
+// Broadcast-Join delivers the whole copied side to every partition, so each received that side's
+// rows. AM-Join's broadcasts of one-side-hot keys' rows and its grid copies are not counted apart
+// from the records routed by key.
+function broadcastCopies(run) {
+  const counted = run.per_partition.map((p) => p.traffic.broadcast_records);
+  if (counted.some((c) => c > 0) || run.plan.kind !== "broadcast") return counted;
+  const copied = run.plan.side === "left" ? run.left_rows : run.right_rows;
+  return run.per_partition.map(() => copied);
+}
+
 // A run's card; returns it and the charts to draw once it is in the page.
 function renderRun(run, expectedRows) {
   const card = element("article", { class: "run", "data-strategy": run.requested });
@@ -483,11 +494,12 @@ function renderRun(run, expectedRows) {
   ]));
   const name = run.strategy;
   const parts = run.per_partition;
+  const copied = broadcastCopies(run);
   const draw = [
     [addChart(card, `${name}: input records received per partition, by how they arrived`, (canvas) =>
       loadChart(canvas, "input records received", "records", [
-        ["routed by key (hash, range or grid cells)", parts.map((p) => p.input_records - p.traffic.broadcast_records), COLOURS.bar],
-        ["broadcast copies (Broadcast, IB family)", parts.map((p) => p.traffic.broadcast_records), COLOURS.copies],
+        ["routed by key (hash, range or grid cells)", parts.map((p, i) => p.input_records - copied[i]), COLOURS.bar],
+        ["copied side (Broadcast, IB family)", copied, COLOURS.copies],
       ], "input")), "input"],
     [addChart(card, `${name}: output rows produced per partition`, (canvas) =>
       loadChart(canvas, "output rows produced", "rows", [["output rows", parts.map((p) => p.output_rows), COLOURS.bar]], "output")), "output"],
@@ -589,9 +601,12 @@ let strategyNames = [];
 let current = null;
 
 function startWorker() {
-  worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
+  const started = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
+  worker = started;
   workerReady = new Promise((resolve, reject) => {
     worker.onmessage = ({ data }) => {
+      // A message a replaced worker sent before it was terminated belongs to no run.
+      if (started !== worker) return;
       if (data.type === "ready") resolve(data);
       else if (data.type === "init-error") reject(new Error(data.message));
       else onWorkerMessage(data);
@@ -651,11 +666,13 @@ function onWorkerMessage(data) {
     finishRun();
     results.dataset.done = String(Number(results.dataset.done ?? 0) + 1);
   } else if (data.type === "error") {
-    // Nothing of an earlier run stays under the error.
-    clearResults();
+    // An earlier run's results were cleared when this one started; this run's finished
+    // strategies stay. The worker is replaced: after a trap (the module aborts on a panic, an
+    // allocation failure included) its state cannot be trusted.
     setStatus(`Error: ${data.message}`, true);
     finishRun();
     results.dataset.failed = String(Number(results.dataset.failed ?? 0) + 1);
+    restartWorker();
   }
 }
 
@@ -682,11 +699,16 @@ function cancelRun(event) {
   if (!current) return;
   // How long the click waited for the page's thread: the end-to-end test reads it.
   document.body.dataset.cancelLatencyMs = (performance.now() - event.timeStamp).toFixed(1);
-  worker.terminate();
   const done = current.runs.length;
   finishRun();
   setStatus(`Cancelled after ${done} ${done === 1 ? "strategy" : "strategies"}; the results so far stay below.`);
   results.dataset.cancelled = String(Number(results.dataset.cancelled ?? 0) + 1);
+  restartWorker();
+}
+
+// Terminates the worker and starts another from the compiled module; Run waits for it.
+function restartWorker() {
+  worker.terminate();
   button.disabled = true;
   startWorker().then(() => { button.disabled = false; }, (error) => setStatus(`Error: ${error.message}`, true));
 }
