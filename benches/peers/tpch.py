@@ -3,7 +3,7 @@
 
 Data we did not make: TPC-H at scale factor 1 (default) as `tpchgen-cli` writes it with its
 default settings (Parquet, snappy, `Utf8View` strings, lineitem in 53 row groups). Each join
-runs in two modes, every system with 2 threads, as a process of its own (wall time of the whole
+runs in three modes, every system with 2 threads, as a process of its own (wall time of the whole
 process where the system is a binary, of the query in a warm session where it is a library;
 peak memory as ru_maxrss):
 
@@ -14,7 +14,10 @@ peak memory as ru_maxrss):
 - count: the rows counted and reduced to a checksum over every column (DuckDB
   `sum(hash(col, ...))`, Polars `struct(all).hash().sum()`, skewjoin its own row checksum), so
   no column can go unread. DataFusion has no hash of a row and is left out of this mode; the
-  row counts are compared with DuckDB's.
+  row counts are compared with DuckDB's;
+- narrow: as write, but only a few columns of each side (NARROW below), chosen by each system's
+  own way of naming output columns (skewjoin --left-columns/--right-columns), so that a system
+  can leave the other columns undecoded.
 
 Writes tpch-results.json and tpch-results.md beside this file (or --out), prints the table and
 exits non-zero when any system failed or disagreed. See README.md.
@@ -44,8 +47,16 @@ JOINS = {
     "lineitem-partsupp": ("lineitem", "partsupp", ["l_partkey", "l_suppkey"], ["ps_partkey", "ps_suppkey"], "inner"),
     "orders-customer": ("orders", "customer", ["o_custkey"], ["c_custkey"], "inner"),
 }
+# The narrow mode's output columns of each join (left, right): a few columns of each side, as
+# TPC-H's queries read them; the rest of each table need never be decoded.
+NARROW = {
+    "lineitem-orders": (["l_orderkey", "l_extendedprice", "l_discount", "l_shipdate"], ["o_orderdate", "o_shippriority"]),
+    "orders-lineitem-left": (["o_orderkey", "o_orderdate"], ["l_quantity", "l_extendedprice"]),
+    "lineitem-partsupp": (["l_partkey", "l_suppkey", "l_quantity"], ["ps_supplycost", "ps_availqty"]),
+    "orders-customer": (["o_orderkey", "o_totalprice"], ["c_name", "c_mktsegment"]),
+}
 TABLES = ["lineitem", "orders", "partsupp", "customer"]
-MODES = ["write", "count"]
+MODES = ["write", "count", "narrow"]
 SYSTEMS = ["skewjoin", "duckdb", "polars", "datafusion"]
 SQL_JOIN = {"inner": "INNER JOIN", "left": "LEFT OUTER JOIN"}
 
@@ -81,8 +92,12 @@ def run_duckdb(spec):
 
     con = duckdb.connect()
     con.execute(f"SET threads = {THREADS}")
-    if spec["mode"] == "write":
-        query = f"COPY ({join_sql(spec, '*')}) TO '{spec['out']}' (FORMAT parquet)"
+    if spec["mode"] in ("write", "narrow"):
+        select = "*"
+        if spec["mode"] == "narrow":
+            lc, rc = NARROW[spec["join"]]
+            select = ", ".join([f"l.{c}" for c in lc] + [f"r.{c}" for c in rc])
+        query = f"COPY ({join_sql(spec, select)}) TO '{spec['out']}' (FORMAT parquet)"
 
         def once():
             con.execute(query)
@@ -115,6 +130,13 @@ def run_polars(spec):
             joined().sink_parquet(spec["out"])
             return None, None
 
+    elif spec["mode"] == "narrow":
+        lc, rc = NARROW[spec["join"]]
+
+        def once():
+            joined().select(lc + rc).sink_parquet(spec["out"])
+            return None, None
+
     else:
 
         def once():
@@ -135,7 +157,11 @@ def run_datafusion(spec):
         ctx.register_parquet("lt", f"{spec['data']}/{lt}.parquet")
         ctx.register_parquet("rt", f"{spec['data']}/{rt}.parquet")
         on = " AND ".join(f"l.{a} = r.{b}" for a, b in zip(lk, rk))
-        df = ctx.sql(f"SELECT * FROM lt l {SQL_JOIN[how]} rt r ON {on}")
+        select = "*"
+        if spec["mode"] == "narrow":
+            lc, rc = NARROW[spec["join"]]
+            select = ", ".join([f"l.{c}" for c in lc] + [f"r.{c}" for c in rc])
+        df = ctx.sql(f"SELECT {select} FROM lt l {SQL_JOIN[how]} rt r ON {on}")
         df.write_parquet(spec["out"])
         return None, None
 
@@ -193,8 +219,11 @@ def run_skewjoin(args, spec):
     cmd = [args.skewjoin, "join", f"{args.data}/{lt}.parquet", f"{args.data}/{rt}.parquet"]
     cmd += ["--left-on", ",".join(lk), "--right-on", ",".join(rk), "--how", how]
     cmd += ["--workers", str(THREADS), "--quiet", "--metrics", metrics_path] + args.skewjoin_arg
-    if spec["mode"] == "write":
+    if spec["mode"] in ("write", "narrow"):
         cmd += ["--output", spec["out"]]
+    if spec["mode"] == "narrow":
+        lc, rc = NARROW[spec["join"]]
+        cmd += ["--left-columns", ",".join(lc), "--right-columns", ",".join(rc)]
     times, peaks = [], []
     for i in range(args.warmups + args.runs):
         elapsed, code, peak, err = timed_process(cmd, timeout=args.timeout)
@@ -273,7 +302,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor")
     parser.add_argument("--only", action="append", help="this join only (repeatable): " + ", ".join(JOINS))
-    parser.add_argument("--modes", default=",".join(MODES), help="write, count")
+    parser.add_argument("--modes", default=",".join(MODES), help="write, count, narrow")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="subset of: " + ", ".join(SYSTEMS))
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--warmups", type=int, default=1)
@@ -298,8 +327,8 @@ def main():
     results, ok = [], True
     for join in args.only or list(JOINS):
         lt, rt = JOINS[join][:2]
-        cols = columns(args.data, lt) + columns(args.data, rt)
         for mode in args.modes.split(","):
+            cols = sum(NARROW[join], []) if mode == "narrow" else columns(args.data, lt) + columns(args.data, rt)
             expected = None
             for system in systems:
                 if system == "datafusion" and mode == "count":
@@ -311,7 +340,7 @@ def main():
                 result = run_skewjoin(args, spec) if system == "skewjoin" else run_peer(args, spec)
                 result.update(join=join, mode=mode, system=system)
                 if "error" not in result:
-                    if mode == "write":
+                    if mode in ("write", "narrow"):
                         size = os.path.getsize(out) if os.path.isfile(out) else sum(
                             os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
                         result["size_mb"] = size / 1e6
@@ -325,7 +354,7 @@ def main():
                         result["check"] = "reference"
                     elif expected is None:
                         result["check"] = "no reference"
-                    elif mode == "write":
+                    elif mode in ("write", "narrow"):
                         result["check"] = "yes" if (result["rows"], reference) == expected else "DIFFERS"
                     else:
                         # Each system hashes rows its own way: only the counts compare.

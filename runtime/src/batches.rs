@@ -48,6 +48,9 @@ pub struct InputFile {
     pub format: FileFormat,
     /// Its columns.
     pub schema: SchemaRef,
+    /// The columns it gives the join's output, in order: all of `schema`, or those
+    /// [`select`](InputFile::select) chose.
+    pub selected: SchemaRef,
     /// Its rows.
     pub rows: u64,
     /// The indices of the key columns in `schema`, in key order.
@@ -60,6 +63,10 @@ pub struct InputFile {
     /// in order: where it may be cut to be read by several workers at once. Empty for CSV and
     /// for an IPC stream, which has no index to start reading from a batch.
     group_rows: Vec<u64>,
+    /// Where columns were selected: the indices in `schema` that a read of whole rows decodes
+    /// (the selected and the key columns, ascending), and the positions of the selected ones
+    /// among them, in output order. `None`: every column, as stored.
+    projection: Option<(Vec<usize>, Vec<usize>)>,
 }
 
 /// The rows of a file an [`InputFile`] reads: all of them, or a cluster process's share.
@@ -114,12 +121,14 @@ impl InputFile {
             let mut input = InputFile {
                 path: path.to_path_buf(),
                 format,
+                selected: Arc::clone(&schema),
                 schema,
                 rows,
                 key_indices: Vec::new(),
                 csv,
                 selection: Selection::All,
                 group_rows: std::mem::take(&mut group_rows),
+                projection: None,
             };
             input.find_keys(key_columns)?;
             Ok(input)
@@ -175,12 +184,14 @@ impl InputFile {
         let mut input = InputFile {
             path: path.to_path_buf(),
             format,
+            selected: Arc::clone(&schema),
             schema,
             rows,
             key_indices: Vec::new(),
             csv: None,
             selection,
             group_rows,
+            projection: None,
         };
         input.find_keys(key_columns)?;
         Ok(input)
@@ -199,6 +210,50 @@ impl InputFile {
             self.count_ipc_batches()?;
         }
         Ok(())
+    }
+
+    /// Gives the output only the columns `names`, in that order: a read of whole rows decodes
+    /// those and the key columns, and no other (Parquet and Arrow IPC leave the rest undecoded,
+    /// CSV unparsed). A name the file lacks, or names twice, is [`Error::Input`] listing the
+    /// columns there are; a column named twice in `names` is [`Error::Usage`].
+    pub fn select(&mut self, names: &[String], flag: &str) -> Result<()> {
+        let path = self.path.as_path();
+        let mut chosen = Vec::with_capacity(names.len());
+        for name in names {
+            let (index, _) = find_field(&self.schema, name, path)?;
+            if chosen.contains(&index) {
+                return Err(Error::Usage(format!(
+                    "{flag} names `{name}` twice; name each column once"
+                )));
+            }
+            chosen.push(index);
+        }
+        let mut read: Vec<usize> = chosen.iter().chain(&self.key_indices).copied().collect();
+        read.sort_unstable();
+        read.dedup();
+        let positions = chosen
+            .iter()
+            .map(|index| read.binary_search(index).expect("a chosen column is read"))
+            .collect();
+        self.selected = Arc::new(self.schema.project(&chosen).map_err(|error| {
+            Error::Internal(format!("selecting columns of {}: {error}", path.display()))
+        })?);
+        self.projection = Some((read, positions));
+        Ok(())
+    }
+
+    /// The selected columns ([`selected`](InputFile::selected)) of a batch of whole rows that
+    /// [`batches`](InputFile::batches) gave.
+    pub fn selected_columns(&self, batch: &RecordBatch) -> Result<RecordBatch> {
+        match &self.projection {
+            None => Ok(batch.clone()),
+            Some((_, positions)) => batch.project(positions).map_err(|error| {
+                Error::Internal(format!(
+                    "selecting columns of {}: {error}",
+                    self.path.display()
+                ))
+            }),
+        }
     }
 
     /// The key columns' indices, ascending and once each: the columns a keys-only read decodes.
@@ -256,7 +311,9 @@ impl InputFile {
     }
 
     /// The file's rows in order, [`CHUNK_ROWS`] to a batch (the last may be shorter); with
-    /// `keys_only`, batches hold only the key columns. Decoding errors are [`Error::Input`]
+    /// `keys_only`, batches hold only the key columns, else the selected and the key columns
+    /// (all columns unless [`select`](InputFile::select) chose; see
+    /// [`selected_columns`](InputFile::selected_columns)). Decoding errors are [`Error::Input`]
     /// naming the file, and end the batches.
     pub fn batches(&self, keys_only: bool) -> Result<Batches> {
         self.batches_of_groups(keys_only, None)
@@ -297,7 +354,11 @@ impl InputFile {
     fn batches_of_groups(&self, keys_only: bool, groups: Option<Range<usize>>) -> Result<Batches> {
         let path = self.path.as_path();
         let file = open_input(path)?;
-        let projection = keys_only.then(|| self.key_projection());
+        let projection = if keys_only {
+            Some(self.key_projection())
+        } else {
+            self.projection.as_ref().map(|(read, _)| read.clone())
+        };
         let raw: RawBatches = fenced(path, self.format, || match (&self.selection, self.format) {
             (Selection::Loaded(batch), _) => {
                 let batch = match &projection {

@@ -102,6 +102,20 @@ pub struct JoinArgs {
     /// Key columns of the right input, comma-separated.
     #[arg(long, value_delimiter = ',', requires = "left_on")]
     pub right_on: Vec<String>,
+    /// The left input's columns to output, in this order, comma-separated (default: all). The
+    /// others are never decoded (Parquet, Arrow IPC) or converted (CSV); key columns are read
+    /// for the join whether output or not.
+    #[arg(long, value_delimiter = ',')]
+    pub left_columns: Option<Vec<String>>,
+    /// The right input's columns to output, as --left-columns.
+    #[arg(long, value_delimiter = ',')]
+    pub right_columns: Option<Vec<String>>,
+    /// Columns to output by name, from whichever input has them, comma-separated; the left's
+    /// come first in the output. A name both inputs have is refused unless it is a key column
+    /// of both at the same place (`--on id`: taken from the side every output row has); name
+    /// such columns with --left-columns and --right-columns instead.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["left_columns", "right_columns"])]
+    pub select: Option<Vec<String>>,
     /// Strategy: auto, shuffle, broadcast, ib, der, ddr, vprp, vprp-t, am, tree, tree-basic (see
     /// the README's table of strategies).
     #[arg(long, short = 's', default_value = "auto")]

@@ -56,8 +56,9 @@ use skewjoin_planner::work_costs::WorkCosts;
 use crate::batches::CHUNK_ROWS;
 use crate::cli::JoinArgs;
 use crate::commands::{
-    check_metrics_path, check_writable_dir, join_columns, layout, metrics_for, output_compression,
-    parse_how, refuse_overwrite, tally_stream, with_vprp_flags, write_atomically,
+    check_metrics_path, check_writable_dir, join_columns, layout, metrics_for, output_columns,
+    output_compression, parse_how, refuse_overwrite, tally_stream, with_vprp_flags,
+    write_atomically,
 };
 use crate::engine::{FileSource, KeepBatch, RunReport, StreamSide};
 use crate::error::{Error, Result};
@@ -824,12 +825,24 @@ pub fn join(args: JoinArgs) -> Result<()> {
         args.left.display(),
         args.right.display()
     ));
-    let left = StreamSide::open_share(&args.left, left_format, &left_on, share)?;
-    let right = StreamSide::open_share(&args.right, right_format, &right_on, share)?;
+    let mut left = StreamSide::open_share(&args.left, left_format, &left_on, share)?;
+    let mut right = StreamSide::open_share(&args.right, right_format, &right_on, share)?;
     check_key_compat(
         (&args.left, left.input.schema.as_ref(), &left_on),
         (&args.right, right.input.schema.as_ref(), &right_on),
     )?;
+    let [left_columns, right_columns] = output_columns(
+        &args,
+        how,
+        [left.input.schema.as_ref(), right.input.schema.as_ref()],
+        [left_on.as_slice(), right_on.as_slice()],
+    )?;
+    if let Some(names) = left_columns {
+        left.select(&names, "--left-columns")?;
+    }
+    if let Some(names) = right_columns {
+        right.select(&names, "--right-columns")?;
+    }
     let read_seconds = read_start.elapsed().as_secs_f64();
     let (left_rows, right_rows) = (left.input.rows, right.input.rows);
     progress.say(&format!(
@@ -843,7 +856,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
         &spec,
         partitions,
         output.as_ref(),
-        (&left.input.schema, &right.input.schema),
+        (&left.input.selected, &right.input.selected),
     )?;
     let mut facts = ProcessFacts {
         left_rows,
@@ -857,8 +870,8 @@ pub fn join(args: JoinArgs) -> Result<()> {
                 WorkCosts::of_run(processes, args.output.is_some()).over_link(&link::link(
                     bits,
                     link::record_bytes(
-                        &left.input.schema,
-                        &right.input.schema,
+                        &left.input.selected,
+                        &right.input.selected,
                         args.output.is_some(),
                     ),
                     processes,
@@ -955,8 +968,8 @@ pub fn join(args: JoinArgs) -> Result<()> {
     let result = match (&output, &staged) {
         (Some((_, format)), Some(staged)) => {
             let (left_schema, right_schema) = (
-                Arc::clone(&left.input.schema),
-                Arc::clone(&right.input.schema),
+                Arc::clone(&left.input.selected),
+                Arc::clone(&right.input.selected),
             );
             let schema = output_schema(left_schema.as_ref(), right_schema.as_ref(), how);
             let left_encoder = Arc::new(RowEncoder::new(&left)?);
@@ -1266,7 +1279,7 @@ impl RowEncoder {
         let name = side.input.path.display().to_string();
         let fields: Vec<SortField> = side
             .input
-            .schema
+            .selected
             .fields()
             .iter()
             .map(|field| SortField::new(field.data_type().clone()))
@@ -1309,6 +1322,11 @@ impl RowEncoder {
     /// Row `row` of the side, encoded: it must be in the batch being fed, which it is while the
     /// source sends it (see `execute_cluster_stream`).
     fn bytes(&self, row: u32) -> Vec<u8> {
+        // A side that gives the output no column (`--select` naming only the other side's)
+        // sends rows of no bytes; arrow's row format holds no rows without a column.
+        if self.fields.is_empty() {
+            return Vec::new();
+        }
         let current = self
             .current
             .lock()
@@ -1325,7 +1343,8 @@ impl RowEncoder {
 /// workers after them. A worker busy in a long operator would notice only when it next looks at
 /// the network, so the first such panic stops this process at once, removing every file of this
 /// run it wrote (exit code 5). The workers' own panics after it print nothing; every other panic
-/// prints as usual.
+/// prints as usual and stops the process too (exit code 1), but those `fenced` turns into input
+/// errors.
 fn stop_on_peer_failure(process: usize) {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -1345,8 +1364,20 @@ fn stop_on_peer_failure(process: usize) {
                 ),
             );
         }
-        if !(message.contains("MergeQueue") || message.contains("poison")) {
+        let follows_another = message.contains("MergeQueue") || message.contains("poison");
+        if !follows_another {
             default(info);
+        }
+        // Any other panic of a worker is a bug; the other workers, and every other process,
+        // would wait for its records forever: stop now, so that they see this one go.
+        if !follows_another && !crate::io::in_fenced() {
+            crate::interrupt::abort(
+                Error::Internal(String::new()).exit_code(),
+                &format!(
+                    "process {process}: a worker failed on an internal error (above); this \
+                     process stops and removed the files it wrote. Please report it"
+                ),
+            );
         }
     }));
 }

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::datatypes::SchemaRef;
+use arrow::array::RecordBatch;
+use arrow::datatypes::{Schema, SchemaRef};
 use skewjoin_operators::load::imbalance;
 use skewjoin_operators::{JoinType, Key, Partitioning, Side};
 use skewjoin_planner::cost::{predict, KeyStats};
@@ -21,8 +22,8 @@ use crate::error::{Error, Result};
 use crate::explain::{HotKey, Plan, SideSummary};
 use crate::generate::{rankings_batch, to_batch, to_side, uservisits_batch};
 use crate::io::{
-    check_key_compat, extract_keys, output_schema, read_table, tally_keys, write_table, FileFormat,
-    OutputCompression, OutputWriter,
+    check_key_compat, extract_keys, find_field, output_schema, read_table, tally_keys, write_table,
+    FileFormat, OutputCompression, OutputWriter,
 };
 use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::metrics::{checksum_hex, Metrics};
@@ -106,13 +107,29 @@ pub(crate) fn layout(run: &RunArgs) -> Result<(usize, usize)> {
     Ok((workers, partitions))
 }
 
-fn load_side(path: &Path, format: FileFormat, columns: &[String]) -> Result<SideData> {
-    let batch = read_table(path, format)?;
-    SideData::from_batches(
+/// A whole input read into memory, its keys read and rows hashed; `selected` (see
+/// [`output_columns`]) chooses the columns kept for the output.
+fn load_side(
+    path: &Path,
+    batch: RecordBatch,
+    columns: &[String],
+    selected: Option<&[String]>,
+) -> Result<SideData> {
+    let schema = batch.schema();
+    let indices = selected
+        .map(|names| {
+            names
+                .iter()
+                .map(|name| find_field(&schema, name, path).map(|(index, _)| index))
+                .collect::<Result<Vec<_>>>()
+        })
+        .transpose()?;
+    SideData::from_batches_selecting(
         &path.display().to_string(),
-        batch.schema(),
+        schema,
         vec![batch],
         columns,
+        indices.as_deref(),
         max_threads(),
         None,
     )
@@ -196,6 +213,90 @@ pub(crate) fn join_columns(args: &JoinArgs) -> Result<(Vec<String>, Vec<String>)
     Ok((left_on, right_on))
 }
 
+/// The columns each side gives the output, from `--left-columns` and `--right-columns` or
+/// `--select` (`None`: all of that side's). `schemas` and `keys` are each side's columns and
+/// key columns. A column asked of a side the join type does not output, a name neither side
+/// has, and a name both have (but a key of both at the same place, taken from the side every
+/// output row has) are usage or input errors that say what to write instead.
+pub(crate) fn output_columns(
+    args: &JoinArgs,
+    how: JoinType,
+    schemas: [&Schema; 2],
+    keys: [&[String]; 2],
+) -> Result<[Option<Vec<String>>; 2]> {
+    let sides = [Side::Left, Side::Right];
+    let paths = [args.left.as_path(), args.right.as_path()];
+    let mut chosen = [args.left_columns.clone(), args.right_columns.clone()];
+    for (index, side) in sides.into_iter().enumerate() {
+        if chosen[index].is_some() && !how.outputs_side(side) {
+            return Err(Error::Usage(format!(
+                "--{side}-columns: a {} join outputs no column of the {side} input; leave the \
+                 flag out",
+                how.name()
+            )));
+        }
+    }
+    let Some(names) = &args.select else {
+        return Ok(chosen);
+    };
+    let mut picked: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+    for name in names {
+        let has = |index: usize| {
+            how.outputs_side(sides[index]) && schemas[index].column_with_name(name).is_some()
+        };
+        let index = match (has(0), has(1)) {
+            (true, false) => 0,
+            (false, true) => 1,
+            (false, false) => {
+                let listed = |index: usize| {
+                    let names: Vec<String> = schemas[index]
+                        .fields()
+                        .iter()
+                        .map(|field| format!("`{}`", field.name()))
+                        .collect();
+                    format!("{} has {}", paths[index].display(), names.join(", "))
+                };
+                let outputs: Vec<String> = (0..2)
+                    .filter(|&index| how.outputs_side(sides[index]))
+                    .map(listed)
+                    .collect();
+                return Err(Error::Input(format!(
+                    "--select: no input has a column `{name}`; {}",
+                    outputs.join("; ")
+                )));
+            }
+            (true, true) => {
+                let same_key = keys[0]
+                    .iter()
+                    .zip(keys[1])
+                    .any(|(left, right)| left == name && right == name);
+                // The side whose rows are in every output row: its value is the key's.
+                let always = sides
+                    .iter()
+                    .position(|&side| !how.keeps_unmatched(side.other()));
+                match always {
+                    Some(index) if same_key => index,
+                    _ => {
+                        return Err(Error::Usage(format!(
+                            "--select: both inputs have a column `{name}`{}; name the columns \
+                             of each side with --left-columns and --right-columns instead",
+                            if same_key {
+                                " and a full join pads either one with NULL"
+                            } else {
+                                ""
+                            }
+                        )))
+                    }
+                }
+            }
+        };
+        picked[index].push(name.clone());
+    }
+    let [left, right] = picked;
+    chosen = [Some(left), Some(right)];
+    Ok(chosen)
+}
+
 /// Refuses a `--metrics` path that is an input or the output (`output_is`, e.g. "the --output
 /// file"), or whose directory is missing.
 pub(crate) fn check_metrics_path(args: &JoinArgs, output_is: &str) -> Result<()> {
@@ -228,8 +329,8 @@ impl Inputs {
         match self {
             Inputs::Loaded(left, right) => (Arc::clone(&left.schema), Arc::clone(&right.schema)),
             Inputs::Streamed(left, right) => (
-                Arc::clone(&left.input.schema),
-                Arc::clone(&right.input.schema),
+                Arc::clone(&left.input.selected),
+                Arc::clone(&right.input.selected),
             ),
         }
     }
@@ -415,24 +516,41 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
 
     let read_start = Instant::now();
     let say_reading = |path: &Path| progress.say(&format!("reading {}", path.display()));
+    let keys = [left_on.as_slice(), right_on.as_slice()];
     let inputs = if stream {
         say_reading(&args.left);
-        let left = StreamSide::open(&args.left, left_format, &left_on)?;
+        let mut left = StreamSide::open(&args.left, left_format, &left_on)?;
         say_reading(&args.right);
-        let right = StreamSide::open(&args.right, right_format, &right_on)?;
+        let mut right = StreamSide::open(&args.right, right_format, &right_on)?;
+        check_key_compat(
+            (&args.left, left.input.schema.as_ref(), &left_on),
+            (&args.right, right.input.schema.as_ref(), &right_on),
+        )?;
+        let schemas = [left.input.schema.as_ref(), right.input.schema.as_ref()];
+        let [left_columns, right_columns] = output_columns(args, how, schemas, keys)?;
+        if let Some(names) = left_columns {
+            left.select(&names, "--left-columns")?;
+        }
+        if let Some(names) = right_columns {
+            right.select(&names, "--right-columns")?;
+        }
         Inputs::Streamed(left, right)
     } else {
         say_reading(&args.left);
-        let left = load_side(&args.left, left_format, &left_on)?;
+        let left = read_table(&args.left, left_format)?;
         say_reading(&args.right);
-        let right = load_side(&args.right, right_format, &right_on)?;
+        let right = read_table(&args.right, right_format)?;
+        check_key_compat(
+            (&args.left, left.schema().as_ref(), &left_on),
+            (&args.right, right.schema().as_ref(), &right_on),
+        )?;
+        let (left_schema, right_schema) = (left.schema(), right.schema());
+        let [left_columns, right_columns] =
+            output_columns(args, how, [&left_schema, &right_schema], keys)?;
+        let left = load_side(&args.left, left, &left_on, left_columns.as_deref())?;
+        let right = load_side(&args.right, right, &right_on, right_columns.as_deref())?;
         Inputs::Loaded(left, right)
     };
-    let (left_schema, right_schema) = inputs.schemas();
-    check_key_compat(
-        (&args.left, left_schema.as_ref(), &left_on),
-        (&args.right, right_schema.as_ref(), &right_on),
-    )?;
     let rows = match &inputs {
         Inputs::Loaded(left, right) => (left.keys.len() as u64, right.keys.len() as u64),
         Inputs::Streamed(left, right) => (left.input.rows, right.input.rows),

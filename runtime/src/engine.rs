@@ -61,6 +61,21 @@ impl SideData {
         threads: usize,
         stop: Option<&AtomicBool>,
     ) -> Result<SideData> {
+        SideData::from_batches_selecting(name, schema, batches, key_columns, None, threads, stop)
+    }
+
+    /// As [`from_batches`](SideData::from_batches), keeping only the columns `selected` (indices
+    /// into `schema`, in output order) where given: keys are read from every column, row
+    /// hashes and the kept batches are of the selected columns.
+    pub(crate) fn from_batches_selecting(
+        name: &str,
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+        key_columns: &[String],
+        selected: Option<&[usize]>,
+        threads: usize,
+        stop: Option<&AtomicBool>,
+    ) -> Result<SideData> {
         let path = Path::new(name);
         key_kinds(schema.as_ref(), key_columns, path)?;
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
@@ -102,7 +117,10 @@ impl SideData {
                     return Err(Error::Interrupted);
                 }
                 keys.extend(extract_keys(piece, key_columns, path)?);
-                hashes.extend(row_hashes(piece));
+                match selected {
+                    Some(indices) => hashes.extend(row_hashes(&project(piece, indices)?)),
+                    None => hashes.extend(row_hashes(piece)),
+                }
             }
             Ok((keys, hashes))
         };
@@ -128,6 +146,18 @@ impl SideData {
             keys.extend(run_keys);
             hashes.extend(run_hashes);
         }
+        let (schema, batches) = match selected {
+            Some(indices) => (
+                Arc::new(schema.project(indices).map_err(|error| {
+                    Error::Internal(format!("selecting columns of {name}: {error}"))
+                })?),
+                batches
+                    .iter()
+                    .map(|batch| project(batch, indices))
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            None => (schema, batches),
+        };
         Ok(SideData {
             name: name.to_string(),
             schema,
@@ -136,6 +166,13 @@ impl SideData {
             hashes: hashes.into(),
         })
     }
+}
+
+/// The columns `indices` of `batch`.
+fn project(batch: &RecordBatch, indices: &[usize]) -> Result<RecordBatch> {
+    batch
+        .project(indices)
+        .map_err(|error| Error::Internal(format!("selecting columns: {error}")))
 }
 
 /// Where output rows go, if anywhere.
@@ -432,6 +469,12 @@ impl StreamSide {
         })
     }
 
+    /// Gives the output only the columns `names` of this side (see [`InputFile::select`]);
+    /// `flag` names where they came from in errors.
+    pub fn select(&mut self, names: &[String], flag: &str) -> Result<()> {
+        self.input.select(names, flag)
+    }
+
     /// Opens share `share` of `path` (see [`InputFile::open_share`]), for one process of a
     /// cluster.
     pub fn open_share(
@@ -469,7 +512,7 @@ pub fn run_stream(
     let store = |side: &StreamSide| {
         let rows = if output.is_some() { side.input.rows } else { 0 };
         Arc::new(RowStore::chunked(
-            Arc::clone(&side.input.schema),
+            Arc::clone(&side.input.selected),
             rows,
             CHUNK_ROWS,
         ))
@@ -550,12 +593,15 @@ impl FileSource {
                 for_each_key(&batch, &input.key_columns, path, |key| send(key, 0))?;
                 continue;
             }
-            let hashes = row_hashes(&batch);
+            // A row's hash and what the output keeps are of its selected columns; its key is
+            // read from the batch as decoded, which holds the key columns whether selected or not.
+            let selected = input.input.selected_columns(&batch)?;
+            let hashes = row_hashes(&selected);
             if let Some(read) = &self.read {
                 read.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
             }
             if let Some(keep) = keep {
-                keep(index, &batch)?;
+                keep(index, &selected)?;
             }
             let mut hashes = hashes.into_iter();
             for_each_key(&batch, &input.key_columns, path, |key| {

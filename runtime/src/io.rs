@@ -258,13 +258,18 @@ pub(crate) fn fenced<T>(
     })
 }
 
+/// Whether this thread is inside [`fenced`], so that a panic now becomes an input error.
+pub(crate) fn in_fenced() -> bool {
+    FENCED.with(std::cell::Cell::get)
+}
+
 /// Installs a panic hook that leaves out the panics `fenced` turns into input errors: the
 /// user sees the error naming the file, not a decoder's panic message and backtrace. Every
 /// other panic goes to the hook that was installed before.
 pub fn quiet_fenced_panics() {
     let earlier = panic::take_hook();
     panic::set_hook(Box::new(move |info| {
-        if !FENCED.with(std::cell::Cell::get) {
+        if !in_fenced() {
             earlier(info);
         }
     }));
@@ -1459,7 +1464,7 @@ pub(crate) fn find_field<'a>(
     path: &Path,
 ) -> Result<(usize, &'a Field)> {
     if let Some(found) = schema.column_with_name(name) {
-        // A key named twice is ambiguous: joining on the first would be a guess.
+        // A column named twice is ambiguous: taking the first would be a guess.
         let named = schema
             .fields()
             .iter()
@@ -1467,7 +1472,7 @@ pub(crate) fn find_field<'a>(
             .count();
         if named > 1 {
             return Err(Error::Input(format!(
-                "{} has {named} columns named `{name}`, so the key is ambiguous; rename all \
+                "{} has {named} columns named `{name}`, so the name is ambiguous; rename all \
                  but one",
                 path.display()
             )));

@@ -150,17 +150,23 @@ fn two_processes_give_the_output_of_one() {
     let mut arrow_data = data.to_vec();
     arrow_data.extend(["--format", "arrow"]);
     gen(path, "arrow", &arrow_data);
+    let none: &[&str] = &[];
+    // Chosen output columns: key columns left out, and (`--select key`) no right column.
+    let chosen = ["--left-columns", "value", "--right-columns", "id"];
     let runs = [
-        ("pq", "shuffle", "full"),
-        ("pq", "ib", "full"),
-        ("pq", "am", "inner"),
-        ("pq", "vprp", "left"),
-        ("pq", "tree", "right-anti"),
-        ("pq", "auto", "full"),
-        ("csv", "am", "full"),
-        ("arrow", "tree", "full"),
+        ("pq", "shuffle", "full", none),
+        ("pq", "ib", "full", none),
+        ("pq", "am", "inner", none),
+        ("pq", "vprp", "left", none),
+        ("pq", "tree", "right-anti", none),
+        ("pq", "auto", "full", none),
+        ("csv", "am", "full", none),
+        ("arrow", "tree", "full", none),
+        ("pq", "am", "full", &chosen[..]),
+        ("csv", "shuffle", "left", &chosen[..]),
+        ("arrow", "ib", "inner", &["--select", "key"][..]),
     ];
-    for (data, strategy, how) in runs {
+    for (data, strategy, how, columns) in runs {
         let extension = if data == "pq" { "parquet" } else { data };
         let left = format!("{data}/left.{extension}");
         let right = format!("{data}/right.{extension}");
@@ -177,13 +183,15 @@ fn two_processes_give_the_output_of_one() {
             "--partitions",
             "6",
         ];
-        let what = format!("{strategy} {how} on {data}");
+        let what = format!("{strategy} {how} on {data} {columns:?}");
         let mut one = join.to_vec();
+        one.extend(columns);
         one.extend(["--workers", "2"]);
         let expected = rows_and_checksum(&skewjoin(path, &one), &what);
 
         let mut cluster = vec!["cluster", "--processes", "2", "--"];
         cluster.extend(join);
+        cluster.extend(columns);
         cluster.extend(["--workers", "1", "--metrics", "m.json"]);
         let got = rows_and_checksum(&skewjoin(path, &cluster), &format!("{what}, 2 processes"));
         assert_eq!(got, expected, "{what}");
@@ -332,7 +340,7 @@ fn a_cluster_told_its_links_are_slow_copies_a_small_side_sooner() {
 }
 
 /// A cluster writes one part per worker and a manifest; the parts hold exactly the rows of a
-/// one-process output file, and the manifest's counts add up.
+/// one-process output file, all columns or those chosen, and the manifest's counts add up.
 #[test]
 fn a_cluster_output_is_the_rows_of_a_one_process_output() {
     let dir = TempDir::new().unwrap();
@@ -350,41 +358,64 @@ fn a_cluster_output_is_the_rows_of_a_one_process_output() {
         "d/right.parquet",
         "--on",
         "key",
-        "--how",
-        "full",
         "--strategy",
         "am",
     ];
-    let mut one = join.to_vec();
-    one.extend(["--workers", "2", "-o", "one.parquet"]);
-    let output = skewjoin(path, &one);
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    let mut cluster = vec!["cluster", "--processes", "2", "--"];
-    cluster.extend(join);
-    cluster.extend(["--workers", "2", "-o", "out.parquet"]);
-    let output = skewjoin(path, &cluster);
-    assert!(output.status.success(), "{}", text(&output.stderr));
+    // Every column of a full join; chosen columns of an inner join, one side giving none (the
+    // rows a process sends each other then carry no column).
+    let runs: [(&str, &[&str]); 3] = [
+        ("full", &[]),
+        (
+            "inner",
+            &["--left-columns", "value", "--right-columns", "id"],
+        ),
+        ("inner", &["--select", "key"]),
+    ];
+    for (how, columns) in runs {
+        let what = format!("{how} {columns:?}");
+        let _ = std::fs::remove_file(path.join("one.parquet"));
+        let _ = std::fs::remove_dir_all(path.join("out.parquet"));
+        let mut one = join.to_vec();
+        one.extend(["--how", how]);
+        one.extend(columns);
+        one.extend(["--workers", "2", "-o", "one.parquet"]);
+        let output = skewjoin(path, &one);
+        assert!(output.status.success(), "{what}: {}", text(&output.stderr));
+        let mut cluster = vec!["cluster", "--processes", "2", "--"];
+        cluster.extend(join);
+        cluster.extend(["--how", how]);
+        cluster.extend(columns);
+        cluster.extend(["--workers", "2", "-o", "out.parquet"]);
+        let output = skewjoin(path, &cluster);
+        assert!(output.status.success(), "{what}: {}", text(&output.stderr));
 
-    let manifest: Value = serde_json::from_str(
-        &std::fs::read_to_string(path.join("out.parquet/_manifest.json")).unwrap(),
-    )
-    .unwrap();
-    let parts = manifest["parts"].as_array().unwrap();
-    assert_eq!(parts.len(), 4, "one part per worker: {manifest}");
-    let part_rows: u64 = parts.iter().map(|p| p["rows"].as_u64().unwrap()).sum();
-    assert_eq!(manifest["rows"].as_u64().unwrap(), part_rows);
-    let files: Vec<_> = parts
-        .iter()
-        .map(|p| path.join("out.parquet").join(p["file"].as_str().unwrap()))
-        .collect();
-    let got = sorted_rows(&files);
-    let expected = sorted_rows(&[path.join("one.parquet")]);
-    assert_eq!(got.len() as u64, part_rows);
-    assert!(expected.len() > 100_000, "{}", expected.len());
-    assert!(
-        got == expected,
-        "the parts differ from the one-process output"
-    );
+        let manifest: Value = serde_json::from_str(
+            &std::fs::read_to_string(path.join("out.parquet/_manifest.json")).unwrap(),
+        )
+        .unwrap();
+        let parts = manifest["parts"].as_array().unwrap();
+        assert_eq!(parts.len(), 4, "{what}: one part per worker: {manifest}");
+        let part_rows: u64 = parts.iter().map(|p| p["rows"].as_u64().unwrap()).sum();
+        assert_eq!(manifest["rows"].as_u64().unwrap(), part_rows);
+        let files: Vec<_> = parts
+            .iter()
+            .map(|p| path.join("out.parquet").join(p["file"].as_str().unwrap()))
+            .collect();
+        let got = sorted_rows(&files);
+        let expected = sorted_rows(&[path.join("one.parquet")]);
+        assert_eq!(got.len() as u64, part_rows, "{what}");
+        assert!(expected.len() > 50_000, "{what}: {}", expected.len());
+        let width = if columns.is_empty() {
+            6
+        } else {
+            columns.len() / 2
+        };
+        assert_eq!(expected[0].len(), width, "{what}: the chosen columns");
+        assert!(
+            got == expected,
+            "{what}: the parts differ from the one-process output"
+        );
+    }
 }
 
 /// Each process reads its share while it joins, so a corrupt data page (the footer is fine) is
