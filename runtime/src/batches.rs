@@ -23,7 +23,7 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
 use arrow::csv::reader::Format as CsvFormat;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::ipc::reader::{FileReader, StreamReader};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -218,16 +218,7 @@ impl InputFile {
     /// columns there are; a column named twice in `names` is [`Error::Usage`].
     pub fn select(&mut self, names: &[String], flag: &str) -> Result<()> {
         let path = self.path.as_path();
-        let mut chosen = Vec::with_capacity(names.len());
-        for name in names {
-            let (index, _) = find_field(&self.schema, name, path)?;
-            if chosen.contains(&index) {
-                return Err(Error::Usage(format!(
-                    "{flag} names `{name}` twice; name each column once"
-                )));
-            }
-            chosen.push(index);
-        }
+        let chosen = column_indices(&self.schema, names, path, flag)?;
         let mut read: Vec<usize> = chosen.iter().chain(&self.key_indices).copied().collect();
         read.sort_unstable();
         read.dedup();
@@ -430,6 +421,28 @@ impl InputFile {
             done: false,
         })
     }
+}
+
+/// The indices in `schema` (the columns of `path`) of the columns `names`, in that order, as
+/// `flag` chose them: a name `path` lacks is [`Error::Input`] listing its columns, a name given
+/// twice [`Error::Usage`].
+pub(crate) fn column_indices(
+    schema: &Schema,
+    names: &[String],
+    path: &Path,
+    flag: &str,
+) -> Result<Vec<usize>> {
+    let mut chosen = Vec::with_capacity(names.len());
+    for name in names {
+        let (index, _) = find_field(schema, name, path)?;
+        if chosen.contains(&index) {
+            return Err(Error::Usage(format!(
+                "{flag} names `{name}` twice; name each column once"
+            )));
+        }
+        chosen.push(index);
+    }
+    Ok(chosen)
 }
 
 /// Opens an Arrow IPC file or stream: its schema and its batches (those of `run` only, if given).

@@ -56,8 +56,8 @@ use skewjoin_planner::work_costs::WorkCosts;
 use crate::batches::CHUNK_ROWS;
 use crate::cli::JoinArgs;
 use crate::commands::{
-    check_metrics_path, check_writable_dir, join_columns, layout, metrics_for, output_columns,
-    output_compression, parse_how, refuse_overwrite, tally_stream, with_vprp_flags,
+    check_metrics_path, check_writable_dir, column_flag, join_columns, layout, metrics_for,
+    output_columns, output_compression, parse_how, refuse_overwrite, tally_stream, with_vprp_flags,
     write_atomically,
 };
 use crate::engine::{FileSource, KeepBatch, RunReport, StreamSide};
@@ -838,10 +838,10 @@ pub fn join(args: JoinArgs) -> Result<()> {
         [left_on.as_slice(), right_on.as_slice()],
     )?;
     if let Some(names) = left_columns {
-        left.select(&names, "--left-columns")?;
+        left.select(&names, column_flag(&args, Side::Left))?;
     }
     if let Some(names) = right_columns {
-        right.select(&names, "--right-columns")?;
+        right.select(&names, column_flag(&args, Side::Right))?;
     }
     let read_seconds = read_start.elapsed().as_secs_f64();
     let (left_rows, right_rows) = (left.input.rows, right.input.rows);
@@ -1079,7 +1079,11 @@ pub fn join(args: JoinArgs) -> Result<()> {
             .map_err(|e| Error::Internal(format!("cannot encode process metrics: {e}")))
             .and_then(|text| write_atomically(path, &(text + "\n")));
         if let Err(error) = written {
-            eprintln!("skewjoin: warning: process {process}: --process-metrics: {error}");
+            // A closed stderr must not fail a finished run (eprintln! would panic).
+            let _ = writeln!(
+                std::io::stderr(),
+                "skewjoin: warning: process {process}: --process-metrics: {error}"
+            );
         }
     }
     let checksum = output_run
@@ -1100,7 +1104,8 @@ pub fn join(args: JoinArgs) -> Result<()> {
         }
         drop(registered);
         if !args.quiet {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "skewjoin: process {process} of {processes}: done; its workers produced {rows} \
                  rows; process 0 reports the whole cluster"
             );
@@ -1164,7 +1169,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
                 .and_then(|()| writeln!(stdout, "checksum\t{}", checksum_hex(checksum)))
                 .and_then(|()| stdout.flush());
         }
-        eprintln!("{}", metrics.summary());
+        let _ = writeln!(std::io::stderr(), "{}", metrics.summary());
     }
     Ok(())
 }
@@ -1354,7 +1359,10 @@ fn stop_on_peer_failure(process: usize) {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
-        if message.contains("timely communication error") {
+        // "Clean shutdown followed by data": a peer broke the protocol, or its bytes were cut.
+        if message.contains("timely communication error")
+            || message.contains("Clean shutdown followed by data")
+        {
             crate::interrupt::abort(
                 Error::Cluster(String::new()).exit_code(),
                 &format!(
@@ -1374,7 +1382,7 @@ fn stop_on_peer_failure(process: usize) {
             crate::interrupt::abort(
                 Error::Internal(String::new()).exit_code(),
                 &format!(
-                    "process {process}: a worker failed on an internal error (above); this \
+                    "process {process}: a thread failed on an internal error (above); this \
                      process stops and removed the files it wrote. Please report it"
                 ),
             );

@@ -16,14 +16,15 @@ use skewjoin_planner::skew_check::{skew_reason, KeySink, KeyTally, SkewFinding};
 use skewjoin_planner::work_costs::WorkCosts;
 use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
 
+use crate::batches::column_indices;
 use crate::cli::{DemoArgs, ExplainArgs, GenArgs, GenFlags, JoinArgs, RunArgs};
 use crate::engine::{self, JoinPlan, OutputTarget, SideData, StreamSide};
 use crate::error::{Error, Result};
 use crate::explain::{HotKey, Plan, SideSummary};
 use crate::generate::{rankings_batch, to_batch, to_side, uservisits_batch};
 use crate::io::{
-    check_key_compat, extract_keys, find_field, output_schema, read_table, tally_keys, write_table,
-    FileFormat, OutputCompression, OutputWriter,
+    check_key_compat, extract_keys, output_schema, read_table, tally_keys, write_table, FileFormat,
+    OutputCompression, OutputWriter,
 };
 use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::metrics::{checksum_hex, Metrics};
@@ -108,21 +109,17 @@ pub(crate) fn layout(run: &RunArgs) -> Result<(usize, usize)> {
 }
 
 /// A whole input read into memory, its keys read and rows hashed; `selected` (see
-/// [`output_columns`]) chooses the columns kept for the output.
+/// [`output_columns`], and `flag` that chose them) chooses the columns kept for the output.
 fn load_side(
     path: &Path,
     batch: RecordBatch,
     columns: &[String],
     selected: Option<&[String]>,
+    flag: &str,
 ) -> Result<SideData> {
     let schema = batch.schema();
     let indices = selected
-        .map(|names| {
-            names
-                .iter()
-                .map(|name| find_field(&schema, name, path).map(|(index, _)| index))
-                .collect::<Result<Vec<_>>>()
-        })
+        .map(|names| column_indices(&schema, names, path, flag))
         .transpose()?;
     SideData::from_batches_selecting(
         &path.display().to_string(),
@@ -247,6 +244,18 @@ pub(crate) fn output_columns(
         let index = match (has(0), has(1)) {
             (true, false) => 0,
             (false, true) => 1,
+            (false, false) if schemas.iter().any(|s| s.column_with_name(name).is_some()) => {
+                let side = sides
+                    .into_iter()
+                    .find(|&side| !how.outputs_side(side))
+                    .expect("a side that has the column but is not output");
+                return Err(Error::Usage(format!(
+                    "--select: `{name}` is a column of the {side} input, and a {} join outputs \
+                     only the {} input's columns; leave it out",
+                    how.name(),
+                    side.other()
+                )));
+            }
             (false, false) => {
                 let listed = |index: usize| {
                     let names: Vec<String> = schemas[index]
@@ -295,6 +304,16 @@ pub(crate) fn output_columns(
     let [left, right] = picked;
     chosen = [Some(left), Some(right)];
     Ok(chosen)
+}
+
+/// The flag that chose `side`'s output columns, for errors: `--select` or `--left-columns` /
+/// `--right-columns`.
+pub(crate) fn column_flag(args: &JoinArgs, side: Side) -> &'static str {
+    match (args.select.is_some(), side) {
+        (true, _) => "--select",
+        (false, Side::Left) => "--left-columns",
+        (false, Side::Right) => "--right-columns",
+    }
 }
 
 /// Refuses a `--metrics` path that is an input or the output (`output_is`, e.g. "the --output
@@ -529,10 +548,10 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
         let schemas = [left.input.schema.as_ref(), right.input.schema.as_ref()];
         let [left_columns, right_columns] = output_columns(args, how, schemas, keys)?;
         if let Some(names) = left_columns {
-            left.select(&names, "--left-columns")?;
+            left.select(&names, column_flag(args, Side::Left))?;
         }
         if let Some(names) = right_columns {
-            right.select(&names, "--right-columns")?;
+            right.select(&names, column_flag(args, Side::Right))?;
         }
         Inputs::Streamed(left, right)
     } else {
@@ -547,8 +566,20 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
         let (left_schema, right_schema) = (left.schema(), right.schema());
         let [left_columns, right_columns] =
             output_columns(args, how, [&left_schema, &right_schema], keys)?;
-        let left = load_side(&args.left, left, &left_on, left_columns.as_deref())?;
-        let right = load_side(&args.right, right, &right_on, right_columns.as_deref())?;
+        let left = load_side(
+            &args.left,
+            left,
+            &left_on,
+            left_columns.as_deref(),
+            column_flag(args, Side::Left),
+        )?;
+        let right = load_side(
+            &args.right,
+            right,
+            &right_on,
+            right_columns.as_deref(),
+            column_flag(args, Side::Right),
+        )?;
         Inputs::Loaded(left, right)
     };
     let rows = match &inputs {

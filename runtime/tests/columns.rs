@@ -59,11 +59,12 @@ fn assert_fails(output: &Output, code: i32, needles: &[&str]) {
     }
 }
 
-/// The left table: `id`, `key` (NULL every 50th row, a hot key 0), `name`, `price`.
+/// The left table: `id`, `key` (NULL every 50th row, a hot key 0, 40 to 136: 130 and up only on
+/// this side), `name`, `price`.
 fn left_table() -> RecordBatch {
     let rows = 3000i64;
     let key: Int64Array = (0..rows)
-        .map(|i| (i % 50 != 7).then_some(if i % 3 == 0 { 0 } else { i % 97 }))
+        .map(|i| (i % 50 != 7).then_some(if i % 3 == 0 { 0 } else { 40 + i % 97 }))
         .collect();
     let schema = Schema::new(vec![
         Field::new("id", DataType::Int64, false),
@@ -84,7 +85,7 @@ fn left_table() -> RecordBatch {
     RecordBatch::try_new(Arc::new(schema), columns).unwrap()
 }
 
-/// The right table: `key` (keys 50..130 only on this side, some NULL), `id`, `city`, `qty`.
+/// The right table: `key` (0 to 129, 1 to 39 only on this side; some NULL), `id`, `city`, `qty`.
 fn right_table() -> RecordBatch {
     let rows = 400i64;
     let key: Int64Array = (0..rows)
@@ -207,6 +208,7 @@ fn chosen_columns_are_the_whole_joins_rows_cut_to_them() {
         "semi",
         "anti",
         "right-semi",
+        "right-anti",
     ];
     for extension in ["parquet", "arrow", "csv"] {
         let (left, right) = (format!("left.{extension}"), format!("right.{extension}"));
@@ -226,8 +228,9 @@ fn chosen_columns_are_the_whole_joins_rows_cut_to_them() {
                 let (header, rows) = read_csv(&path.join("whole.csv"));
                 assert!(!rows.is_empty(), "{what}: no rows");
 
-                let left_out = how != "right-semi";
-                let right_out = !matches!(how, "semi" | "anti" | "right-semi");
+                let right_only = how.starts_with("right-");
+                let left_out = !right_only;
+                let right_out = !matches!(how, "semi" | "anti") && !right_only;
                 let mut chosen = base.to_vec();
                 let mut names: Vec<&str> = Vec::new();
                 if left_out {
@@ -238,7 +241,7 @@ fn chosen_columns_are_the_whole_joins_rows_cut_to_them() {
                     chosen.extend(["--right-columns", "qty,city"]);
                     names.extend(["qty", "city"]);
                 }
-                if how == "right-semi" {
+                if right_only {
                     chosen.extend(["--right-columns", "city,id"]);
                     names.extend(["city", "id"]);
                 }
@@ -380,13 +383,21 @@ fn select_resolves_names_to_sides_and_refuses_ambiguous_ones() {
 
     // Inner: `key` from the left (equal to the right's on every row).
     assert_success(&join("inner", "qty,key,name", "inner.csv"), "inner");
-    let (got_header, got) = read_csv(&path.join("inner.csv"));
+    let (got_header, _) = read_csv(&path.join("inner.csv"));
     assert_eq!(
         got_header,
         ["key", "name", "qty"],
         "the left's columns first"
     );
-    assert!(got.iter().all(|row| !row[0].is_empty()), "no NULL key");
+
+    // Left: `key` from the left, so rows the right does not match keep theirs.
+    assert_success(&join("left", "key,city", "left_out.csv"), "left");
+    let (_, got) = read_csv(&path.join("left_out.csv"));
+    assert!(
+        got.iter()
+            .any(|row| !row[0].is_empty() && row[1].is_empty()),
+        "an unmatched left row keeps its key"
+    );
 
     // Right: `key` from the right, so rows the left does not match keep their key.
     assert_success(&join("right", "name,key,city", "right_out.csv"), "right");
@@ -425,7 +436,20 @@ fn select_resolves_names_to_sides_and_refuses_ambiguous_ones() {
         3,
         &["no input has a column `nope`", "`city`", "`price`"],
     );
-    for file in ["full.csv", "id.csv", "nope.csv"] {
+    assert_fails(
+        &join("inner", "name,qty,name", "twice.csv"),
+        2,
+        &["--select names `name` twice"],
+    );
+    assert_fails(
+        &join("semi", "name,qty", "semi.csv"),
+        2,
+        &[
+            "`qty` is a column of the right input",
+            "outputs only the left input's columns",
+        ],
+    );
+    for file in ["full.csv", "id.csv", "nope.csv", "twice.csv", "semi.csv"] {
         assert!(!path.join(file).exists(), "{file}: no output on error");
     }
 }
@@ -469,4 +493,18 @@ fn bad_column_flags_are_refused_with_the_fix() {
         &["--select"],
     );
     assert!(!path.join("out.parquet").exists(), "no output on error");
+    // `explain` reads its inputs whole, by another path, under the same rules.
+    let explain = skewjoin(
+        path,
+        &[
+            "explain",
+            "left.parquet",
+            "right.parquet",
+            "--on",
+            "key",
+            "--left-columns",
+            "name,name",
+        ],
+    );
+    assert_fails(&explain, 2, &["--left-columns names `name` twice"]);
 }
