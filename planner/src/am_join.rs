@@ -378,13 +378,21 @@ impl<K: JoinKey> AmPlan<K> {
         } else {
             params.max_cells as u64
         };
+        // The keys of the five largest outputs, named before the keys move into `classes`
+        // (naming every hot key would format a string per key, under a forced plan every key).
+        // Largest output first; the sort is stable, so ties stay in key order on every worker.
+        let mut largest: Vec<usize> = (0..both.len()).collect();
+        largest.sort_by_key(|&index| std::cmp::Reverse(both[index].1 * both[index].2));
+        largest.truncate(5);
+        let largest: Vec<(usize, String)> = largest
+            .into_iter()
+            .map(|index| (index, format!("{:?}", both[index].0)))
+            .collect();
         let mut grids = Vec::with_capacity(both.len());
-        let mut grid_keys = Vec::with_capacity(both.len());
         for (key, l, r) in both {
             let work = (l * r + l + r) as f64;
             let cells = ((work / target).ceil() as u64).clamp(1, max_cells);
             let (rows, cols) = grid_shape(l, r, cells);
-            grid_keys.push(format!("{key:?}"));
             classes.insert(key, Class::Both(grids.len() as u32));
             grids.push(Grid {
                 left: l,
@@ -401,22 +409,20 @@ impl<K: JoinKey> AmPlan<K> {
             summary.left_records[2] += grid.left;
             summary.right_records[2] += grid.right;
         }
-        // Largest output first; the sort is stable, so ties stay in key order on every worker.
-        let mut largest: Vec<_> = grids.iter().zip(&grid_keys).collect();
-        largest.sort_by_key(|(g, _)| std::cmp::Reverse(g.left * g.right));
-        largest.truncate(5);
-        let largest = largest
+        summary.largest_grids = largest
             .into_iter()
-            .map(|(g, key)| GridSummary {
-                key: key.clone(),
-                left: g.left,
-                right: g.right,
-                rows: g.rows,
-                cols: g.cols,
-                partitions: g.cells.clone(),
+            .map(|(index, key)| {
+                let grid = &grids[index];
+                GridSummary {
+                    key,
+                    left: grid.left,
+                    right: grid.right,
+                    rows: grid.rows,
+                    cols: grid.cols,
+                    partitions: grid.cells.clone(),
+                }
             })
             .collect();
-        summary.largest_grids = largest;
         AmPlan {
             classes,
             grids,

@@ -23,8 +23,8 @@ use crate::error::{Error, Result};
 use crate::explain::{HotKey, Plan, SideSummary};
 use crate::generate::{rankings_batch, to_batch, to_side, uservisits_batch};
 use crate::io::{
-    check_key_compat, extract_keys, output_schema, read_table, tally_keys, write_table, FileFormat,
-    OutputCompression, OutputWriter,
+    check_key_compat, extract_keys, output_schema, read_table, similar_column, tally_keys,
+    write_table, FileFormat, OutputCompression, OutputWriter,
 };
 use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::metrics::{checksum_hex, Metrics};
@@ -224,12 +224,23 @@ pub(crate) fn output_columns(
     let sides = [Side::Left, Side::Right];
     let paths = [args.left.as_path(), args.right.as_path()];
     let mut chosen = [args.left_columns.clone(), args.right_columns.clone()];
+    for (flag, names) in [
+        ("--left-columns", &args.left_columns),
+        ("--right-columns", &args.right_columns),
+        ("--select", &args.select),
+    ] {
+        if names.iter().flatten().any(String::is_empty) {
+            return Err(Error::Usage(format!(
+                "{flag} has an empty column name (a stray comma?); separate names by one comma"
+            )));
+        }
+    }
     for (index, side) in sides.into_iter().enumerate() {
         if chosen[index].is_some() && !how.outputs_side(side) {
             return Err(Error::Usage(format!(
-                "--{side}-columns: a {} join outputs no column of the {side} input; leave the \
+                "--{side}-columns: {} outputs no column of the {side} input; leave the \
                  flag out",
-                how.name()
+                a_join(how)
             )));
         }
     }
@@ -250,9 +261,9 @@ pub(crate) fn output_columns(
                     .find(|&side| !how.outputs_side(side))
                     .expect("a side that has the column but is not output");
                 return Err(Error::Usage(format!(
-                    "--select: `{name}` is a column of the {side} input, and a {} join outputs \
+                    "--select: `{name}` is a column of the {side} input, and {} outputs \
                      only the {} input's columns; leave it out",
-                    how.name(),
+                    a_join(how),
                     side.other()
                 )));
             }
@@ -269,8 +280,24 @@ pub(crate) fn output_columns(
                     .filter(|&index| how.outputs_side(sides[index]))
                     .map(listed)
                     .collect();
+                // A name the default output gives a right column (`id_right`), or one that
+                // differs in case or spaces.
+                let renamed = name
+                    .strip_suffix("_right")
+                    .filter(|stem| schemas[1].column_with_name(stem).is_some())
+                    .map(|stem| {
+                        format!(
+                            " (`{name}` is how the output names the right input's `{stem}` when \
+                             the left has one too: choose it with --right-columns {stem})"
+                        )
+                    });
+                let similar = schemas
+                    .iter()
+                    .find_map(|schema| similar_column(schema, name))
+                    .map(|similar| format!(" ({similar})"));
                 return Err(Error::Input(format!(
-                    "--select: no input has a column `{name}`; {}",
+                    "--select: no input has a column `{name}`{}; {}",
+                    renamed.or(similar).unwrap_or_default(),
                     outputs.join("; ")
                 )));
             }
@@ -304,6 +331,17 @@ pub(crate) fn output_columns(
     let [left, right] = picked;
     chosen = [Some(left), Some(right)];
     Ok(chosen)
+}
+
+/// "a semi join", "an inner join": the join type `how` with its article.
+fn a_join(how: JoinType) -> String {
+    let name = how.name();
+    let article = if name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {name} join")
 }
 
 /// The flag that chose `side`'s output columns, for errors: `--select` or `--left-columns` /
@@ -536,7 +574,7 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
     let read_start = Instant::now();
     let say_reading = |path: &Path| progress.say(&format!("reading {}", path.display()));
     let keys = [left_on.as_slice(), right_on.as_slice()];
-    let inputs = if stream {
+    let open_streamed = || -> Result<(StreamSide, StreamSide)> {
         say_reading(&args.left);
         let mut left = StreamSide::open(&args.left, left_format, &left_on)?;
         say_reading(&args.right);
@@ -553,8 +591,19 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
         if let Some(names) = right_columns {
             right.select(&names, column_flag(args, Side::Right))?;
         }
+        Ok((left, right))
+    };
+    let inputs = if stream {
+        let (left, right) = open_streamed()?;
         Inputs::Streamed(left, right)
     } else {
+        let chooses_columns =
+            args.left_columns.is_some() || args.right_columns.is_some() || args.select.is_some();
+        if chooses_columns {
+            // The chosen columns are checked from the files' footers (a CSV file's type pass)
+            // before the files are read whole: a misspelled name is said at once.
+            open_streamed()?;
+        }
         say_reading(&args.left);
         let left = read_table(&args.left, left_format)?;
         say_reading(&args.right);

@@ -1484,11 +1484,8 @@ pub(crate) fn find_field<'a>(
         .iter()
         .map(|field| format!("`{}`", field.name()))
         .collect();
-    let hint = schema
-        .fields()
-        .iter()
-        .find(|field| field.name().eq_ignore_ascii_case(name))
-        .map(|field| format!(" (did you mean `{}`?)", field.name()))
+    let hint = similar_column(schema, name)
+        .map(|similar| format!(" ({similar})"))
         .unwrap_or_default();
     Err(Error::Input(format!(
         "{} has no column `{name}`{hint}; its columns are: {}",
@@ -1499,6 +1496,29 @@ pub(crate) fn find_field<'a>(
             names.join(", ")
         }
     )))
+}
+
+/// A column of `schema` that `name` was likely meant to be, said as a question: one that differs
+/// in case only, or in spaces around it (`--left-columns "a, b"` names ` b`; a CSV header
+/// written `a, b` names its second column ` b`).
+pub(crate) fn similar_column(schema: &Schema, name: &str) -> Option<String> {
+    let fields = schema.fields();
+    if let Some(field) = fields
+        .iter()
+        .find(|field| field.name().eq_ignore_ascii_case(name))
+    {
+        return Some(format!("did you mean `{}`?", field.name()));
+    }
+    fields
+        .iter()
+        .find(|field| field.name().trim().eq_ignore_ascii_case(name.trim()))
+        .map(|field| {
+            format!(
+                "did you mean `{}`? The names differ in spaces: a list is separated by commas \
+                 alone",
+                field.name()
+            )
+        })
 }
 
 fn unsupported_key(field: &Field, path: &Path) -> Error {

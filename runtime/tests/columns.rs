@@ -492,6 +492,31 @@ fn bad_column_flags_are_refused_with_the_fix() {
         2,
         &["--select"],
     );
+    for flag in ["--left-columns", "--select"] {
+        assert_fails(
+            &join(&[flag, "name,,price"]),
+            2,
+            &[flag, "empty column name (a stray comma?)"],
+        );
+    }
+    assert_fails(
+        &join(&["--left-columns", "name, price"]),
+        3,
+        &[
+            "no column ` price`",
+            "did you mean `price`? The names differ in spaces",
+        ],
+    );
+    assert_fails(
+        &join(&["--select", "name,id_right"]),
+        3,
+        &["no input has a column `id_right`", "--right-columns id"],
+    );
+    assert_fails(
+        &join(&["--select", "NAME"]),
+        3,
+        &["no input has a column `NAME`", "did you mean `name`?"],
+    );
     assert!(!path.join("out.parquet").exists(), "no output on error");
     // `explain` reads its inputs whole, by another path, under the same rules.
     let explain = skewjoin(
