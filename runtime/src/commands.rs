@@ -284,11 +284,17 @@ pub(crate) fn output_columns(
                 // differs in case or spaces.
                 let renamed = name
                     .strip_suffix("_right")
-                    .filter(|stem| schemas[1].column_with_name(stem).is_some())
+                    .filter(|stem| {
+                        how.outputs_side(Side::Right)
+                            && schemas
+                                .iter()
+                                .all(|schema| schema.column_with_name(stem).is_some())
+                    })
                     .map(|stem| {
                         format!(
-                            " (`{name}` is how the output names the right input's `{stem}` when \
-                             the left has one too: choose it with --right-columns {stem})"
+                            " (`{name}` is how the output names the right input's `{stem}` \
+                             beside the left's: name each side's columns with --left-columns and \
+                             --right-columns instead, `{stem}` among the right's)"
                         )
                     });
                 let similar = schemas
@@ -574,10 +580,16 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
     let read_start = Instant::now();
     let say_reading = |path: &Path| progress.say(&format!("reading {}", path.display()));
     let keys = [left_on.as_slice(), right_on.as_slice()];
-    let open_streamed = || -> Result<(StreamSide, StreamSide)> {
-        say_reading(&args.left);
+    // `announce`: say each file's name as it is opened (not where it is opened only to check
+    // the chosen columns before it is read whole).
+    let open_streamed = |announce: bool| -> Result<(StreamSide, StreamSide)> {
+        if announce {
+            say_reading(&args.left);
+        }
         let mut left = StreamSide::open(&args.left, left_format, &left_on)?;
-        say_reading(&args.right);
+        if announce {
+            say_reading(&args.right);
+        }
         let mut right = StreamSide::open(&args.right, right_format, &right_on)?;
         check_key_compat(
             (&args.left, left.input.schema.as_ref(), &left_on),
@@ -594,7 +606,7 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
         Ok((left, right))
     };
     let inputs = if stream {
-        let (left, right) = open_streamed()?;
+        let (left, right) = open_streamed(true)?;
         Inputs::Streamed(left, right)
     } else {
         let chooses_columns =
@@ -602,7 +614,8 @@ fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepare
         if chooses_columns {
             // The chosen columns are checked from the files' footers (a CSV file's type pass)
             // before the files are read whole: a misspelled name is said at once.
-            open_streamed()?;
+            progress.say("checking the chosen columns against the files' schemas");
+            open_streamed(false)?;
         }
         say_reading(&args.left);
         let left = read_table(&args.left, left_format)?;

@@ -510,7 +510,10 @@ fn bad_column_flags_are_refused_with_the_fix() {
     assert_fails(
         &join(&["--select", "name,id_right"]),
         3,
-        &["no input has a column `id_right`", "--right-columns id"],
+        &[
+            "no input has a column `id_right`",
+            "--left-columns and --right-columns instead, `id` among the right's",
+        ],
     );
     assert_fails(
         &join(&["--select", "NAME"]),
@@ -518,7 +521,7 @@ fn bad_column_flags_are_refused_with_the_fix() {
         &["no input has a column `NAME`", "did you mean `name`?"],
     );
     assert!(!path.join("out.parquet").exists(), "no output on error");
-    // `explain` reads its inputs whole, by another path, under the same rules.
+    // `explain`, which reads its inputs whole, checks the flags from the footers first.
     let explain = skewjoin(
         path,
         &[
