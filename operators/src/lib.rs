@@ -93,11 +93,10 @@
 //! assert_eq!(totals[&1], 1);
 //! ```
 
+mod baselines;
 pub mod broadcast_join;
 pub mod buckets;
 pub mod config;
-pub mod ddr_join;
-pub mod der_join;
 pub mod error;
 pub mod hash;
 pub mod heavy_hitters;
@@ -117,6 +116,7 @@ pub mod sample;
 pub mod shuffle_join;
 pub mod tree_join;
 
+pub use baselines::{ddr_join, der_join};
 pub use broadcast_join::BroadcastJoin;
 pub use config::JoinConfig;
 pub use ddr_join::DdrJoin;
