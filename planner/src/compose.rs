@@ -6,8 +6,6 @@
 //! the per-partition figures independent of the worker count: the browser build, with one worker
 //! hosting every partition, reports exactly what a native run does.
 
-use std::rc::Rc;
-
 use skewjoin_operators::broadcast_join::broadcast_all;
 use skewjoin_operators::ib_join::{baseline_join, ib_join_in_place, TrackingMode};
 use skewjoin_operators::join_logic::JoinLogic;
@@ -22,21 +20,21 @@ use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
-use crate::am_join::{am_join, AmPlanning};
+use crate::am_join::dataflow::am_join;
+use crate::am_join::planning::AmPlanning;
+// Re-exported so that `compose::Home`, its path before it had a module of its own, still works.
+pub use crate::home::Home;
 use crate::report::Observers;
 use crate::strategy::{Resolved, VprpSettings};
 use crate::vprp::{plan_ranges, RangeParams, DEFAULT_THETA};
-
-/// The home partition of a record.
-pub type Home<K, V> = Rc<dyn Fn(&K, &V) -> u32>;
 
 /// Builds `resolved` over `left` and `right`, handing every output row to `logic` (hot keys'
 /// pairs a group at a time where the strategy joins them in the kernel or a Tree-Join leaf).
 /// Strategies planned from key statistics (AM-Join, Tree-Join) plan as `planning` says; `None`
 /// plans every timestamp inside the dataflow with the strategy's parameters (see
-/// [`crate::am_plans`]). The command line passes the exact plan of its statistics phase (see
-/// [`crate::exec`]). The operators count
-/// their load and record their decisions (Tree-Join rounds, VPRP ranges) into `observers`.
+/// [`crate::am_join::planning`]). The command line passes the exact plan of its statistics
+/// phase (see [`crate::exec`]). The operators count their load and record their decisions
+/// (Tree-Join rounds, VPRP ranges) into `observers`.
 #[allow(clippy::too_many_arguments)]
 pub fn build_join<'s, T, K, L, R, D, F>(
     left: StreamVec<'s, T, (K, L)>,

@@ -24,8 +24,10 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 use timely::ExchangeData;
 
-use crate::am_join::{AmParams, AmPlan, AmPlanning, Statistics};
-use crate::compose::Home;
+use crate::am_join::params::{AmParams, Statistics};
+use crate::am_join::plan::AmPlan;
+use crate::am_join::planning::AmPlanning;
+use crate::home::Home;
 use crate::join::SkewJoin;
 use crate::report::{Observers, StrategyReport};
 use crate::strategy::Resolved;

@@ -26,9 +26,10 @@
 //! ```
 //!
 //! Every strategy plans inside the dataflow, per timestamp: AM-Join and Tree-Join count each
-//! timestamp's keys ([`crate::am_plans`]), VPRP samples each timestamp's keys and cuts its ranges,
-//! and a timestamp's records wait for its plan. Epochs may overlap, and a hot key may appear,
-//! move or vanish between them: nothing is planned from another timestamp's records.
+//! timestamp's keys ([`crate::am_join::planning`]), VPRP samples each timestamp's keys and
+//! cuts its ranges, and a timestamp's records wait for its plan. Epochs may overlap, and a hot
+//! key may appear, move or vanish between them: nothing is planned from another timestamp's
+//! records.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -43,8 +44,11 @@ use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
-use crate::am_join::{AmParams, AmPlan, AmPlanning};
-use crate::compose::{build_join, Home};
+use crate::am_join::params::AmParams;
+use crate::am_join::plan::AmPlan;
+use crate::am_join::planning::AmPlanning;
+use crate::compose::build_join;
+use crate::home::Home;
 use crate::report::Observers;
 use crate::strategy::{
     broadcast_side, choose, smaller_side, PlanInputs, Resolved, Strategy, Tuning,

@@ -5,8 +5,8 @@
 //! - [`work_costs`]: what work costs on threads and on a cluster, which `auto` weighs by;
 //! - [`cost`]: key statistics and per-partition load predictions;
 //! - [`join`]: the builder every strategy is reached through ([`SkewJoin::skew_join`]);
-//! - [`am_join`]: AM-Join, key classes from exact counts, grids for keys hot on both sides;
-//! - [`am_plans`]: AM-Join's plans made inside the dataflow, one per timestamp;
+//! - [`am_join`]: AM-Join, key classes from exact counts, grids for keys hot on both sides, and
+//!   its plans made inside the dataflow, one per timestamp;
 //! - [`compose`]: builds a resolved strategy's dataflow from routes and partitioned joins;
 //! - [`exec`]: runs a planned join over in-memory keys on timely worker threads;
 //! - [`vprp`]: VPRP's range planning from key samples;
@@ -17,7 +17,6 @@
 //! - [`datagen`]: deterministic skewed inputs, the same natively and in the browser.
 
 pub mod am_join;
-pub mod am_plans;
 pub mod compose;
 pub mod cost;
 pub mod datagen;
@@ -25,6 +24,7 @@ pub mod exec;
 pub mod exec_cluster;
 pub mod exec_local;
 pub mod exec_stream;
+mod home;
 pub mod join;
 pub mod report;
 pub mod row_hash;

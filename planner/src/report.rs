@@ -8,7 +8,7 @@ use skewjoin_operators::range_pact::{RangeObservation, RangeObserver};
 use skewjoin_operators::tree_join::TreeRounds;
 use skewjoin_operators::{JoinKey, LoadRecorder};
 
-use crate::am_join::AmSummary;
+use crate::am_join::plan::AmSummary;
 use crate::strategy::Resolved;
 
 /// The handles a join's operators fill while it runs, one set per worker.

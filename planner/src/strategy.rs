@@ -8,7 +8,7 @@ use skewjoin_operators::broadcast_join::check_broadcast;
 use skewjoin_operators::tree_join::TreeParams;
 use skewjoin_operators::{JoinType, Side};
 
-use crate::am_join::{AmParams, Statistics};
+use crate::am_join::params::{AmParams, Statistics};
 use crate::work_costs::WorkCosts;
 
 /// A strategy as named on the command line.

@@ -36,7 +36,8 @@ use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
-use crate::am_join::{AmParams, AmPlan, Statistics};
+use crate::am_join::params::{AmParams, Statistics};
+use crate::am_join::plan::AmPlan;
 
 /// Where AM-Join's plan comes from.
 #[derive(Clone, Debug)]
