@@ -23,9 +23,9 @@ use skewjoin_planner::exec_stream::{execute_stream, RowSource, StreamJob};
 use skewjoin_planner::report::StrategyReport;
 use skewjoin_planner::Resolved;
 
-use crate::batches::{InputFile, CHUNK_ROWS};
 use crate::error::{Error, Result};
 use crate::interrupt;
+use crate::io::batches::{InputFile, CHUNK_ROWS};
 use crate::io::{
     extract_keys, for_each_key, key_kinds, row_hashes, take_output, BatchEncoder, FileFormat,
     OutputWriter, RowStore, Share,

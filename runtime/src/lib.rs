@@ -1,7 +1,6 @@
 //! The `skewjoin` binary's library: file IO, the join engine over loaded tables, metrics, and
 //! the subcommands. See the README for usage.
 
-pub mod batches;
 pub mod cli;
 pub mod cluster;
 pub mod commands;
@@ -16,6 +15,7 @@ pub mod memory;
 pub mod metrics;
 pub mod output_file;
 pub mod output_rows;
+pub mod plan;
 pub mod progress;
 pub mod tables;
 mod tally;

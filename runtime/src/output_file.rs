@@ -424,6 +424,12 @@ fn create_temp(
     Ok((file, temp, interrupt))
 }
 
+/// Writes `text` to `path` as every output is written (see [`crate::output_file`]): a regular
+/// file atomically, a device, FIFO or `/dev/stdout` in place.
+pub(crate) fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    write_whole(path, text.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,14 +41,15 @@ use skewjoin_operators::JoinType;
 use skewjoin_planner::skew_check::skew_reason;
 use skewjoin_planner::{Choice, Strategy, Tuning};
 
+use crate::cli::checks::layout;
 use crate::cli::RunArgs;
-use crate::commands::{choose_strategy, layout, metrics_for, plan_of, PlanFacts, PlanRequest};
 use crate::engine::{self, BatchSink, JoinPlan, OutputTarget, SideData};
 use crate::error::{Error, Result};
 use crate::explain::Plan;
 use crate::io::{check_key_compat, output_schema};
 use crate::memory::BroadcastBudget;
 use crate::metrics::Metrics;
+use crate::plan::{choose_strategy, metrics_for, plan_of, PlanFacts, PlanRequest};
 
 /// A table in memory: batches of one schema.
 #[derive(Clone, Debug)]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use skewjoin_planner::am_join::Statistics;
 
-pub use crate::cluster::{ClusterArgs, LaunchArgs};
+pub mod checks;
 
 /// Skew-resistant equi-joins of Parquet, Arrow IPC and CSV files.
 #[derive(Debug, Parser)]
@@ -291,4 +291,56 @@ impl Command {
             _ => None,
         }
     }
+}
+
+/// The flags of `join` that make it one process of a cluster.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ClusterArgs {
+    /// Cluster mode: the number of processes (timely's -n). Each process reads only its share of
+    /// the inputs; start every process with the same arguments but --process.
+    #[arg(long, short = 'n', requires_all = ["process", "hostfile"])]
+    pub processes: Option<usize>,
+    /// Cluster mode: this process's index, 0 to N-1 (timely's -p). Process 0 writes the
+    /// metrics and the output manifest.
+    #[arg(long, requires = "processes")]
+    pub process: Option<usize>,
+    /// Cluster mode: a file with one host:port per process, in process order (timely's -h).
+    #[arg(long, requires = "processes")]
+    pub hostfile: Option<PathBuf>,
+    /// Cluster mode: seconds to wait for every process to connect before giving up (exit 5).
+    #[arg(long, default_value_t = 30)]
+    pub connect_timeout: u64,
+    /// Cluster mode: a file holding the cluster's shared secret (at least 16 bytes, not
+    /// readable by others): processes prove they hold it before they join. Or set
+    /// SKEWJOIN_CLUSTER_SECRET; `skewjoin cluster` makes one for each run.
+    #[arg(long, value_name = "PATH", requires = "processes")]
+    pub cluster_secret_file: Option<PathBuf>,
+    /// Cluster mode without a secret: anyone who can reach a process's port can join the
+    /// cluster or feed it data; only on a trusted private network.
+    #[arg(long, requires = "processes")]
+    pub insecure: bool,
+    /// Cluster mode: write this process's own figures as JSON to PATH (its workers' output rows,
+    /// its join time, CPU seconds during the join and in all, peak memory), where `--metrics`
+    /// describes the whole cluster. `{process}` in PATH is replaced by the process index, so
+    /// processes sharing a file system write different files.
+    #[arg(long, value_name = "PATH", requires = "processes")]
+    pub process_metrics: Option<PathBuf>,
+    /// Cluster mode: each process's link rate in each direction, such as 100mbit, 1gbit or
+    /// 10gbit, for `auto`: on a slow link a record sent costs more than its CPU, so a small
+    /// side's copy and AM-Join's extra traffic weigh more. Unset, the link is not weighed (it was
+    /// never the bottleneck at 1.25 Gbit/s a core).
+    #[arg(long, value_name = "RATE", value_parser = crate::link::parse_bandwidth, requires = "processes")]
+    pub bandwidth: Option<u64>,
+}
+
+/// `skewjoin cluster`: the flags of the launcher.
+#[derive(Debug, Args)]
+pub struct LaunchArgs {
+    /// How many processes to start on this machine.
+    #[arg(long, short = 'n')]
+    pub processes: usize,
+    /// The command each process runs, after `--`: `join LEFT RIGHT --on KEY ...` (--processes,
+    /// --process and --hostfile are added).
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
 }

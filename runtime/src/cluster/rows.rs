@@ -1,0 +1,88 @@
+//! Rows in Arrow's row format, to travel with their pairs between processes.
+
+use std::sync::{Arc, Mutex};
+
+use arrow::array::RecordBatch;
+use arrow::error::ArrowError;
+use arrow::row::{RowConverter, Rows, SortField};
+
+use crate::engine::{KeepBatch, StreamSide};
+use crate::error::{Error, Result};
+use crate::io::batches::CHUNK_ROWS;
+
+/// Encodes a side's rows in Arrow's row format, to travel with them between processes: each batch
+/// as it is read ([`RowEncoder::keep`]), its rows then taken one at a time as they are fed.
+pub(super) struct RowEncoder {
+    pub(super) fields: Vec<SortField>,
+    converter: RowConverter,
+    /// The batch being fed: the row number of its first row, and its rows encoded.
+    current: Mutex<(u64, Option<Rows>)>,
+    name: String,
+}
+
+impl RowEncoder {
+    /// An encoder for `side`'s columns; a column the row format cannot hold is refused here,
+    /// before the join starts.
+    pub(super) fn new(side: &StreamSide) -> Result<RowEncoder> {
+        let name = side.input.path.display().to_string();
+        let fields: Vec<SortField> = side
+            .input
+            .selected
+            .fields()
+            .iter()
+            .map(|field| SortField::new(field.data_type().clone()))
+            .collect();
+        let converter = RowConverter::new(fields.clone())
+            .map_err(|error| RowEncoder::unsupported(&name, error))?;
+        Ok(RowEncoder {
+            fields,
+            converter,
+            current: Mutex::new((0, None)),
+            name,
+        })
+    }
+
+    fn unsupported(name: &str, error: ArrowError) -> Error {
+        Error::Input(format!(
+            "{name}: a column cannot be sent between processes ({error}); write the output with \
+             one process, or leave out --output"
+        ))
+    }
+
+    /// What the file source calls with each batch it reads for the join: encodes it, and makes
+    /// it the batch whose rows [`RowEncoder::bytes`] gives.
+    pub(super) fn keep(encoder: &Arc<RowEncoder>) -> KeepBatch {
+        let encoder = Arc::clone(encoder);
+        Box::new(move |index, batch: &RecordBatch| {
+            let rows = encoder
+                .converter
+                .convert_columns(batch.columns())
+                .map_err(|error| RowEncoder::unsupported(&encoder.name, error))?;
+            let mut current = encoder
+                .current
+                .lock()
+                .map_err(|_| Error::Internal("a row encoder panicked".into()))?;
+            *current = ((index * CHUNK_ROWS) as u64, Some(rows));
+            Ok(())
+        })
+    }
+
+    /// Row `row` of the side, encoded: it must be in the batch being fed, which it is while the
+    /// source sends it (see `execute_cluster_stream`).
+    pub(super) fn bytes(&self, row: u32) -> Vec<u8> {
+        // A side that gives the output no column (`--select` naming only the other side's)
+        // sends rows of no bytes; arrow's row format holds no rows without a column.
+        if self.fields.is_empty() {
+            return Vec::new();
+        }
+        let current = self
+            .current
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let (first, rows) = &*current;
+        let rows = rows.as_ref().expect("a row is fed after its batch is read");
+        rows.row((u64::from(row) - first) as usize)
+            .as_ref()
+            .to_vec()
+    }
+}

@@ -1,0 +1,348 @@
+//! `skewjoin join` on one process: check the flags, read or open the inputs, choose the strategy, run, write.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use skewjoin_operators::{JoinType, Side};
+use skewjoin_planner::skew_check::skew_reason;
+use skewjoin_planner::{Choice, Strategy};
+
+use crate::cli::JoinArgs;
+use crate::engine::{self, JoinPlan, OutputTarget, SideData, StreamSide};
+use crate::error::{Error, Result};
+use crate::io::batches::column_indices;
+use crate::io::{
+    check_key_compat, output_schema, read_table, FileFormat, OutputCompression, OutputWriter,
+};
+use crate::memory::BroadcastBudget;
+use crate::metrics::Metrics;
+use crate::progress::Progress;
+
+use super::write_stdout;
+use crate::cli::checks::{
+    check_metrics_path, check_writable_dir, column_flag, join_columns, layout, output_columns,
+    output_compression, parse_how, refuse_overwrite,
+};
+use crate::output_file::write_atomically;
+use crate::plan::{choose_strategy, metrics_for, streamed_skew, PlanRequest};
+
+/// A whole input read into memory, its keys read and rows hashed; `selected` (see
+/// [`output_columns`], and `flag` that chose them) chooses the columns kept for the output.
+fn load_side(
+    path: &Path,
+    batch: RecordBatch,
+    columns: &[String],
+    selected: Option<&[String]>,
+    flag: &str,
+) -> Result<SideData> {
+    let schema = batch.schema();
+    let indices = selected
+        .map(|names| column_indices(&schema, names, path, flag))
+        .transpose()?;
+    SideData::from_batches_selecting(
+        &path.display().to_string(),
+        schema,
+        vec![batch],
+        columns,
+        indices.as_deref(),
+        max_threads(),
+        None,
+    )
+}
+
+/// The CPU cores here: the threads a whole file's keys and row hashes are read on.
+fn max_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The inputs of a prepared join.
+// One per run, moved once: boxing the larger variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Inputs {
+    /// Read whole, for `explain`, which looks at every key.
+    Loaded(SideData, SideData),
+    /// Opened and counted, to be read while the join runs.
+    Streamed(StreamSide, StreamSide),
+}
+
+impl Inputs {
+    fn schemas(&self) -> (SchemaRef, SchemaRef) {
+        match self {
+            Inputs::Loaded(left, right) => (Arc::clone(&left.schema), Arc::clone(&right.schema)),
+            Inputs::Streamed(left, right) => (
+                Arc::clone(&left.input.selected),
+                Arc::clone(&right.input.selected),
+            ),
+        }
+    }
+}
+
+/// A join with its inputs loaded or opened, and its strategy chosen.
+pub(super) struct Prepared {
+    pub(super) how: JoinType,
+    pub(super) workers: usize,
+    pub(super) partitions: usize,
+    pub(super) inputs: Inputs,
+    pub(super) rows: (u64, u64),
+    pub(super) read_seconds: f64,
+    pub(super) choice: Choice,
+    pub(super) budget: BroadcastBudget,
+    pub(super) output_encoding: Option<(FileFormat, OutputCompression)>,
+}
+
+/// Checks the arguments, reads both inputs (whole, or with `stream` only what planning needs:
+/// row counts, and the keys when `auto` checks them for skew) and chooses the strategy.
+/// Everything that can be checked before the join runs is checked here, so a bad output path
+/// fails in a second, not after an hour of joining.
+pub(super) fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepared> {
+    let how = parse_how(&args.run.how)?;
+    let strategy: Strategy = args
+        .strategy
+        .parse()
+        .map_err(|e| Error::Usage(format!("--strategy: {e}")))?;
+    let (workers, partitions) = layout(&args.run)?;
+    let (left_on, right_on) = join_columns(args)?;
+    let explicit = args.format.as_deref().map(FileFormat::parse).transpose()?;
+    let left_format = FileFormat::detect(&args.left, explicit)?;
+    let right_format = FileFormat::detect(&args.right, explicit)?;
+    let output_encoding = match &args.output {
+        Some(path) => {
+            let explicit = args
+                .output_format
+                .as_deref()
+                .map(FileFormat::parse)
+                .transpose()?;
+            refuse_overwrite(
+                "--output",
+                path,
+                &[
+                    ("an input file", &args.left),
+                    ("an input file", &args.right),
+                ],
+            )?;
+            check_writable_dir(path, "--output")?;
+            let format = FileFormat::detect_output(path, explicit)?;
+            output_compression(args, Some(format))?.map(|compression| (format, compression))
+        }
+        None => {
+            // Refuses a --compression without an output.
+            output_compression(args, None)?;
+            None
+        }
+    };
+    check_metrics_path(args, "the --output file")?;
+
+    let read_start = Instant::now();
+    let say_reading = |path: &Path| progress.say(&format!("reading {}", path.display()));
+    let keys = [left_on.as_slice(), right_on.as_slice()];
+    // `announce`: say each file's name as it is opened (not where it is opened only to check
+    // the chosen columns before it is read whole).
+    let open_streamed = |announce: bool| -> Result<(StreamSide, StreamSide)> {
+        if announce {
+            say_reading(&args.left);
+        }
+        let mut left = StreamSide::open(&args.left, left_format, &left_on)?;
+        if announce {
+            say_reading(&args.right);
+        }
+        let mut right = StreamSide::open(&args.right, right_format, &right_on)?;
+        check_key_compat(
+            (&args.left, left.input.schema.as_ref(), &left_on),
+            (&args.right, right.input.schema.as_ref(), &right_on),
+        )?;
+        let schemas = [left.input.schema.as_ref(), right.input.schema.as_ref()];
+        let [left_columns, right_columns] = output_columns(args, how, schemas, keys)?;
+        if let Some(names) = left_columns {
+            left.select(&names, column_flag(args, Side::Left))?;
+        }
+        if let Some(names) = right_columns {
+            right.select(&names, column_flag(args, Side::Right))?;
+        }
+        Ok((left, right))
+    };
+    let inputs = if stream {
+        let (left, right) = open_streamed(true)?;
+        Inputs::Streamed(left, right)
+    } else {
+        let chooses_columns =
+            args.left_columns.is_some() || args.right_columns.is_some() || args.select.is_some();
+        if chooses_columns {
+            // The chosen columns are checked from the files' footers (a CSV file's type pass)
+            // before the files are read whole: a misspelled name is said at once.
+            progress.say("checking the chosen columns against the files' schemas");
+            open_streamed(false)?;
+        }
+        say_reading(&args.left);
+        let left = read_table(&args.left, left_format)?;
+        say_reading(&args.right);
+        let right = read_table(&args.right, right_format)?;
+        check_key_compat(
+            (&args.left, left.schema().as_ref(), &left_on),
+            (&args.right, right.schema().as_ref(), &right_on),
+        )?;
+        let (left_schema, right_schema) = (left.schema(), right.schema());
+        let [left_columns, right_columns] =
+            output_columns(args, how, [&left_schema, &right_schema], keys)?;
+        let left = load_side(
+            &args.left,
+            left,
+            &left_on,
+            left_columns.as_deref(),
+            column_flag(args, Side::Left),
+        )?;
+        let right = load_side(
+            &args.right,
+            right,
+            &right_on,
+            right_columns.as_deref(),
+            column_flag(args, Side::Right),
+        )?;
+        Inputs::Loaded(left, right)
+    };
+    let rows = match &inputs {
+        Inputs::Loaded(left, right) => (left.keys.len() as u64, right.keys.len() as u64),
+        Inputs::Streamed(left, right) => (left.input.rows, right.input.rows),
+    };
+    let mut read_seconds = read_start.elapsed().as_secs_f64();
+    progress.say(&format!(
+        "{} {} and {} rows in {read_seconds:.2}s",
+        if stream { "counted" } else { "read" },
+        rows.0,
+        rows.1
+    ));
+
+    let written = output_encoding.is_some();
+    let (choice, budget) = choose_strategy(
+        &PlanRequest {
+            strategy,
+            how,
+            workers,
+            rows,
+            written,
+            run: &args.run,
+            tuning: &args.tuning(),
+            broadcast_limit: args.broadcast_limit,
+            memory_limit: args.memory_limit,
+        },
+        |costs| match &inputs {
+            Inputs::Loaded(left, right) => Ok(skew_reason(
+                &left.keys,
+                &right.keys,
+                partitions,
+                workers,
+                costs,
+            )),
+            Inputs::Streamed(left, right) => {
+                progress.say("reading the keys to check them for skew");
+                let keys_start = Instant::now();
+                let skew = streamed_skew(left, right, partitions, workers, costs)?;
+                read_seconds += keys_start.elapsed().as_secs_f64();
+                Ok(skew)
+            }
+        },
+    )?;
+    Ok(Prepared {
+        how,
+        workers,
+        partitions,
+        inputs,
+        rows,
+        read_seconds,
+        choice,
+        budget,
+        output_encoding,
+    })
+}
+
+/// Runs a prepared join: writes the output and metrics files if asked, and returns the metrics.
+pub(super) fn run_prepared(
+    args: &JoinArgs,
+    prepared: Prepared,
+    progress: &mut Progress,
+) -> Result<Metrics> {
+    let Prepared {
+        how,
+        workers,
+        partitions,
+        inputs,
+        rows,
+        read_seconds,
+        choice,
+        budget: _,
+        output_encoding,
+    } = prepared;
+    let output = match (&args.output, output_encoding) {
+        (Some(path), Some((format, compression))) => {
+            let (left_schema, right_schema) = inputs.schemas();
+            let schema = output_schema(left_schema.as_ref(), right_schema.as_ref(), how);
+            let writer = OutputWriter::create(path, format, compression, Arc::clone(&schema))?;
+            Some(OutputTarget::File {
+                writer,
+                schema,
+                path: path.clone(),
+            })
+        }
+        _ => None,
+    };
+    let counter = progress.output_counter();
+    let read = match &inputs {
+        Inputs::Streamed(..) => progress.read_counter(rows.0 + rows.1),
+        Inputs::Loaded(..) => None,
+    };
+    progress.watch(&counter);
+    progress.say(&format!(
+        "joining with the {} strategy on {workers} workers, {partitions} partitions",
+        choice.resolved.name()
+    ));
+    let plan = JoinPlan {
+        how,
+        resolved: choice.resolved,
+        partitions,
+        workers,
+    };
+    let report = match inputs {
+        Inputs::Loaded(left, right) => engine::run(left, right, plan, output, counter, None)?,
+        Inputs::Streamed(left, right) => {
+            engine::run_stream(left, right, plan, output, counter, read)?
+        }
+    };
+    progress.finish();
+    let metrics = metrics_for(
+        &choice,
+        how,
+        workers,
+        partitions,
+        rows,
+        read_seconds,
+        &report,
+    );
+    if let Some(path) = &args.metrics {
+        let text = serde_json::to_string_pretty(&metrics)
+            .map_err(|e| Error::Internal(format!("cannot encode metrics: {e}")))?;
+        write_atomically(path, &(text + "\n"))?;
+    }
+    Ok(metrics)
+}
+
+/// `skewjoin join`.
+pub fn join(args: JoinArgs) -> Result<()> {
+    if args.cluster.is_cluster() {
+        return crate::cluster::join(args);
+    }
+    let mut progress = Progress::new(args.quiet);
+    let prepared = prepare(&args, &progress, true)?;
+    let metrics = run_prepared(&args, prepared, &mut progress)?;
+    if !args.quiet {
+        if args.output.is_none() {
+            outln!("rows\t{}", metrics.output_rows);
+            outln!("checksum\t{}", metrics.checksum);
+        }
+        // The summary is a courtesy: a closed stderr does not fail a finished join.
+        let _ = writeln!(std::io::stderr(), "{}", metrics.summary());
+    }
+    Ok(())
+}

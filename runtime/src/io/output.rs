@@ -1,0 +1,296 @@
+//! Assembling output rows from the inputs' columns.
+
+use std::sync::{Arc, OnceLock};
+
+use arrow::array::{
+    new_empty_array, new_null_array, Array, ArrayRef, RecordBatch, RecordBatchOptions, UInt32Array,
+};
+use arrow::buffer::NullBuffer;
+use arrow::compute::{interleave, take};
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use skewjoin_operators::{JoinType, Side};
+
+use crate::error::{Error, Result};
+
+use crate::output_rows::PAD;
+
+/// The output schema of a join: the left columns, then the right columns, of the sides that `how`
+/// outputs. A right column whose name is a left column's gets the suffix `_right` (or `_right2`,
+/// `_right3`, ... when that is taken too). The columns of a side that may be padded with NULLs
+/// (because the other side keeps unmatched rows) are nullable.
+pub fn output_schema(left: &Schema, right: &Schema, how: JoinType) -> SchemaRef {
+    let side_fields = |schema: &Schema, side: Side| -> Vec<Field> {
+        if !how.outputs_side(side) {
+            return Vec::new();
+        }
+        let padded = how.keeps_unmatched(side.other());
+        schema
+            .fields()
+            .iter()
+            .map(|field| {
+                let nullable = field.is_nullable() || padded;
+                field.as_ref().clone().with_nullable(nullable)
+            })
+            .collect()
+    };
+    let mut fields = side_fields(left, Side::Left);
+    let right_fields = side_fields(right, Side::Right);
+
+    // A new name must not collide with any column of either side, so that renaming one column
+    // never shadows another.
+    let mut taken: std::collections::HashSet<String> = fields
+        .iter()
+        .chain(&right_fields)
+        .map(|field| field.name().clone())
+        .collect();
+    let left_names: std::collections::HashSet<&str> =
+        fields.iter().map(|field| field.name().as_str()).collect();
+    let mut renamed = Vec::with_capacity(right_fields.len());
+    for field in right_fields {
+        if !left_names.contains(field.name().as_str()) {
+            renamed.push(field);
+            continue;
+        }
+        let base = format!("{}_right", field.name());
+        let name = std::iter::once(base.clone())
+            .chain((2..).map(|n| format!("{base}{n}")))
+            .find(|candidate| !taken.contains(candidate))
+            .expect("an unbounded sequence of names has a free one");
+        taken.insert(name.clone());
+        renamed.push(field.with_name(name));
+    }
+    fields.extend(renamed);
+    Arc::new(Schema::new(fields))
+}
+
+/// The rows of one input, for assembling output rows: the whole table as one batch, or chunks
+/// of [`CHUNK_ROWS`](crate::io::batches::CHUNK_ROWS) rows filled in while the input is streamed.
+/// Row `r` is row `r % chunk_rows` of chunk `r / chunk_rows`.
+#[derive(Debug)]
+pub struct RowStore {
+    schema: SchemaRef,
+    chunk_rows: u64,
+    rows: u64,
+    chunks: Vec<OnceLock<RecordBatch>>,
+    /// For a store of batches of any lengths ([`RowStore::batches`]), the first row of each
+    /// batch and, last, the row count; empty when every chunk has `chunk_rows` rows.
+    starts: Vec<u64>,
+}
+
+impl RowStore {
+    /// A store holding `batch`, complete.
+    pub fn whole(batch: RecordBatch) -> RowStore {
+        RowStore {
+            schema: batch.schema(),
+            chunk_rows: (batch.num_rows() as u64).max(1),
+            rows: batch.num_rows() as u64,
+            chunks: vec![OnceLock::from(batch)],
+            starts: Vec::new(),
+        }
+    }
+
+    /// A store holding `batches` (all of `schema`), complete, as they are: a table handed over
+    /// in batches of any lengths is not copied into one.
+    pub fn batches(schema: SchemaRef, batches: Vec<RecordBatch>) -> RowStore {
+        if let [_] = batches.as_slice() {
+            return RowStore::whole(batches.into_iter().next().expect("one batch"));
+        }
+        let mut starts = Vec::with_capacity(batches.len() + 1);
+        let mut rows = 0u64;
+        for batch in &batches {
+            starts.push(rows);
+            rows += batch.num_rows() as u64;
+        }
+        starts.push(rows);
+        RowStore {
+            schema,
+            chunk_rows: rows.max(1),
+            rows,
+            chunks: batches.into_iter().map(OnceLock::from).collect(),
+            starts,
+        }
+    }
+
+    /// How many rows the store holds (read or not).
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// The chunk holding row `row`, and the row's place in it.
+    #[inline]
+    fn locate(&self, row: u64) -> (usize, usize) {
+        if self.starts.is_empty() {
+            return (
+                (row / self.chunk_rows) as usize,
+                (row % self.chunk_rows) as usize,
+            );
+        }
+        // The last chunk starting at or before `row` (empty batches start where the next does).
+        let chunk = self.starts.partition_point(|&start| start <= row) - 1;
+        (chunk, (row - self.starts[chunk]) as usize)
+    }
+
+    /// An empty store for `rows` rows of `schema`, to be filled with [`put`](Self::put) in chunks
+    /// of `chunk_rows` rows (the last may be shorter).
+    pub fn chunked(schema: SchemaRef, rows: u64, chunk_rows: usize) -> RowStore {
+        let chunk_rows = chunk_rows.max(1) as u64;
+        RowStore {
+            schema,
+            chunk_rows,
+            rows,
+            chunks: (0..rows.div_ceil(chunk_rows))
+                .map(|_| OnceLock::new())
+                .collect(),
+            starts: Vec::new(),
+        }
+    }
+
+    /// Stores chunk `index`. A chunk of the wrong length or schema, or one stored twice, is
+    /// [`Error::Internal`]: only a bug can cause it.
+    pub fn put(&self, index: usize, batch: RecordBatch) -> Result<()> {
+        let start = index as u64 * self.chunk_rows;
+        let expected = self.chunk_rows.min(self.rows.saturating_sub(start));
+        let slot = self.chunks.get(index).filter(|_| {
+            batch.num_rows() as u64 == expected && batch.schema().fields() == self.schema.fields()
+        });
+        match slot.map(|slot| slot.set(batch)) {
+            Some(Ok(())) => Ok(()),
+            _ => Err(Error::Internal(format!(
+                "chunk {index} of an input does not fit its place (expected {expected} rows)"
+            ))),
+        }
+    }
+
+    /// Appends the columns of the rows `rows` (with `PAD` as NULL) to `columns`.
+    fn take(&self, side: Side, rows: &[u32], columns: &mut Vec<ArrayRef>) -> Result<()> {
+        let len = self.rows;
+        if let Some(&bad) = rows
+            .iter()
+            .find(|&&row| row != PAD && u64::from(row) >= len)
+        {
+            return Err(Error::Internal(format!(
+                "join output refers to {side} row {bad}, but the {side} side has {len} rows"
+            )));
+        }
+        let padded = rows.contains(&PAD);
+        if len == 0 {
+            // Nothing to take from: every row is padding.
+            columns.extend(
+                self.schema
+                    .fields()
+                    .iter()
+                    .map(|field| new_null_array(field.data_type(), rows.len())),
+            );
+            return Ok(());
+        }
+        let missing = |index: usize| {
+            Error::Internal(format!(
+                "join output refers to {side} rows of chunk {index}, which was not read yet"
+            ))
+        };
+        if let [only] = self.chunks.as_slice() {
+            let batch = only.get().ok_or_else(|| missing(0))?;
+            // Padding slots point at row 0, which exists, so no kernel ever reads out of bounds;
+            // the null mask makes them NULL in the output.
+            let values: Vec<u32> = rows
+                .iter()
+                .map(|&row| if row == PAD { 0 } else { row })
+                .collect();
+            let nulls = padded.then(|| NullBuffer::from_iter(rows.iter().map(|&row| row != PAD)));
+            let indices = UInt32Array::new(values.into(), nulls);
+            for column in batch.columns() {
+                let taken = take(column.as_ref(), &indices, None).map_err(|error| {
+                    Error::Internal(format!(
+                        "taking {side} rows for join output failed: {error}"
+                    ))
+                })?;
+                columns.push(taken);
+            }
+            return Ok(());
+        }
+        // Several chunks: (chunk, row) pairs, with padding taken from a one-row NULL array
+        // placed after the chunks.
+        let pad_source = self.chunks.len();
+        let indices: Vec<(usize, usize)> = rows
+            .iter()
+            .map(|&row| match row {
+                PAD => (pad_source, 0),
+                row => self.locate(u64::from(row)),
+            })
+            .collect();
+        if let Some(&(index, _)) = indices
+            .iter()
+            .find(|&&(index, _)| index != pad_source && self.chunks[index].get().is_none())
+        {
+            return Err(missing(index));
+        }
+        for (column, field) in self.schema.fields().iter().enumerate() {
+            let pad = new_null_array(field.data_type(), 1);
+            let unread = new_empty_array(field.data_type());
+            let sources: Vec<&dyn Array> = self
+                .chunks
+                .iter()
+                .map(|chunk| {
+                    chunk
+                        .get()
+                        .map_or(unread.as_ref(), |batch| batch.column(column).as_ref())
+                })
+                .chain([pad.as_ref()])
+                .collect();
+            let taken = interleave(&sources, &indices).map_err(|error| {
+                Error::Internal(format!(
+                    "taking {side} rows for join output failed: {error}"
+                ))
+            })?;
+            columns.push(taken);
+        }
+        Ok(())
+    }
+}
+
+/// Builds one output batch of a join with `schema` (from [`output_schema`]): output row `i` is
+/// left row `left_rows[i]` and right row `right_rows[i]`, where `u32::MAX` pads that side with
+/// NULLs. The rows of a side that `how` does not output are ignored (the slice may be empty).
+/// Inconsistent arguments are [`Error::Internal`]: they can only come from a bug.
+pub fn take_output(
+    schema: &SchemaRef,
+    how: JoinType,
+    left: &RowStore,
+    right: &RowStore,
+    left_rows: &[u32],
+    right_rows: &[u32],
+) -> Result<RecordBatch> {
+    let sides = [
+        (Side::Left, left, left_rows),
+        (Side::Right, right, right_rows),
+    ];
+    let mut num_rows = None;
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for (side, store, rows) in sides {
+        if !how.outputs_side(side) {
+            continue;
+        }
+        if *num_rows.get_or_insert(rows.len()) != rows.len() {
+            return Err(Error::Internal(format!(
+                "join output has {} left rows but {} right rows",
+                left_rows.len(),
+                right_rows.len()
+            )));
+        }
+        store.take(side, rows, &mut columns)?;
+    }
+    if columns.len() != schema.fields().len() {
+        return Err(Error::Internal(format!(
+            "join output schema has {} columns but the inputs give {}",
+            schema.fields().len(),
+            columns.len()
+        )));
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(num_rows.unwrap_or(0)));
+    RecordBatch::try_new_with_options(schema.clone(), columns, &options)
+        .map_err(|error| Error::Internal(format!("assembling join output failed: {error}")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------------------------

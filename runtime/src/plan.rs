@@ -1,0 +1,242 @@
+//! Choosing a join's strategy (one rule for files and tables) and describing its plan.
+
+use skewjoin_operators::load::imbalance;
+use skewjoin_operators::{JoinType, Key, Partitioning, Side};
+use skewjoin_planner::cost::{predict, KeyStats};
+use skewjoin_planner::skew_check::{KeySink, KeyTally, SkewFinding};
+use skewjoin_planner::work_costs::WorkCosts;
+use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
+
+use crate::cli::RunArgs;
+use crate::engine::{self, SideData, StreamSide};
+use crate::error::{Error, Result};
+use crate::explain::{HotKey, Plan, SideSummary};
+use crate::io::{extract_keys, tally_keys};
+use crate::memory::{broadcast_budget, BroadcastBudget};
+use crate::metrics::Metrics;
+
+use crate::cli::checks::with_vprp_flags;
+
+/// Passes each key of a streamed input to `visit`, a batch at a time, until it returns `false`.
+fn visit_keys(input: &StreamSide, mut visit: impl FnMut(&Key) -> bool) -> Result<()> {
+    for batch in input.input.batches(true)? {
+        let keys = extract_keys(&batch?, &input.key_columns, &input.input.path)?;
+        if !keys.iter().all(&mut visit) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Counts every key of a streamed side in `tally`: one pass over its key columns.
+pub(crate) fn tally_stream(input: &StreamSide, side: Side, tally: &mut impl KeySink) -> Result<()> {
+    for batch in input.input.batches(true)? {
+        tally_keys(&batch?, &input.key_columns, &input.input.path, side, tally)?;
+    }
+    Ok(())
+}
+
+/// `auto`'s skew check over streamed inputs: a pass over the keys of each side, and when a key
+/// is hot, another until it is found (a hot key comes early), to name it.
+pub(crate) fn streamed_skew(
+    left: &StreamSide,
+    right: &StreamSide,
+    partitions: usize,
+    workers: usize,
+    costs: WorkCosts,
+) -> Result<Option<SkewFinding>> {
+    // The two sides are read at once, one on another thread: reading and hashing the keys is
+    // most of the check's time.
+    // Both tallies sample alike (one row in 2^s past skew_check::SAMPLE_ROWS rows in all).
+    let both = left.input.rows + right.input.rows;
+    let tally_side = |input: &StreamSide, side: Side| -> Result<KeyTally> {
+        let mut tally = KeyTally::for_join(both, input.input.rows);
+        tally_stream(input, side, &mut tally)?;
+        Ok(tally)
+    };
+    let (tally, right_tally) = std::thread::scope(|scope| {
+        let left_pass = scope.spawn(|| tally_side(left, Side::Left));
+        let right_tally = tally_side(right, Side::Right);
+        let left_tally = left_pass
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (left_tally, right_tally)
+    });
+    let mut tally = tally?;
+    tally.merge(right_tally?);
+    // Counted on as many threads as the join will run.
+    let Some(skew) = tally.skew_on_threads(partitions, workers, costs, workers) else {
+        return Ok(None);
+    };
+    let mut found = None;
+    for input in [left, right] {
+        visit_keys(input, |key| {
+            if skew.is_of(key) {
+                found = Some(skew.finding(key));
+            }
+            found.is_none()
+        })?;
+        if found.is_some() {
+            break;
+        }
+    }
+    Ok(found)
+}
+
+/// What a join's strategy is chosen from, whatever its inputs are (files or tables in memory).
+pub(crate) struct PlanRequest<'a> {
+    /// The strategy asked for.
+    pub strategy: Strategy,
+    /// The join type.
+    pub how: JoinType,
+    /// W.
+    pub workers: usize,
+    /// The row counts of the two sides.
+    pub rows: (u64, u64),
+    /// Whether the output rows are written (a pair then costs nearly what an input record
+    /// does), not only counted.
+    pub written: bool,
+    /// VPRP's settings.
+    pub run: &'a RunArgs,
+    /// AM-Join's and Tree-Join's settings.
+    pub tuning: &'a Tuning,
+    /// `--broadcast-limit`.
+    pub broadcast_limit: Option<u64>,
+    /// `--memory-limit`.
+    pub memory_limit: Option<u64>,
+}
+
+/// Chooses the strategy of a join (one rule for files and tables): the one asked for, or
+/// `auto`'s choice from the sizes and the broadcast budget, and where that would shuffle, from
+/// the keys' skew (`skew` looks at them, given the costs of the run; it is called only then);
+/// then VPRP's settings and the tuning. Returns the choice and the budget it was made with.
+pub(crate) fn choose_strategy(
+    request: &PlanRequest,
+    skew: impl FnOnce(WorkCosts) -> Result<Option<SkewFinding>>,
+) -> Result<(Choice, BroadcastBudget)> {
+    let budget = broadcast_budget(
+        request.broadcast_limit,
+        request.memory_limit,
+        request.workers,
+    );
+    let costs = WorkCosts::of_run(1, request.written);
+    let plan_inputs = PlanInputs {
+        how: request.how,
+        left_rows: request.rows.0,
+        right_rows: request.rows.1,
+        workers: request.workers,
+        broadcast_limit: budget.rows,
+        costs,
+    };
+    let mut choice = choose(request.strategy, &plan_inputs).map_err(Error::Usage)?;
+    choice = with_vprp_flags(choice, request.run)?;
+    // auto: with a hash partitioning made uneven by a hot key, AM-Join instead of Shuffle-Join.
+    if request.strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
+        if let Some(finding) = skew(costs)? {
+            choice = finding.decide(choice, &plan_inputs);
+        }
+    }
+    choice.resolved = choice.resolved.tuned(request.tuning);
+    Ok((choice, budget))
+}
+
+/// A key as text for the plan.
+fn key_text(key: &Key) -> String {
+    key.to_string()
+}
+
+/// What a plan is made of besides the inputs: the choice and the layout it runs with.
+pub(crate) struct PlanFacts<'a> {
+    pub choice: &'a Choice,
+    pub how: JoinType,
+    pub workers: usize,
+    pub partitions: usize,
+    pub budget: &'a BroadcastBudget,
+}
+
+/// The plan of a join of two loaded sides (each with its name for the plan): key statistics,
+/// the `top` hottest keys and the predicted per-partition load; `measured` is left empty.
+pub(crate) fn plan_of(
+    facts: &PlanFacts,
+    (left_name, left): (&str, &SideData),
+    (right_name, right): (&str, &SideData),
+    top: usize,
+) -> Plan {
+    let partitioning = Partitioning::new(facts.partitions, facts.workers);
+    let stats = KeyStats::from_keys(&left.keys, &right.keys);
+    let predicted = predict(
+        &facts.choice.resolved,
+        facts.how,
+        &left.keys,
+        &right.keys,
+        partitioning,
+    );
+    let (left_distinct, right_distinct) = stats.distinct();
+    let hot: Vec<HotKey> = stats
+        .hottest(top)
+        .into_iter()
+        .map(|count| HotKey {
+            key: key_text(&count.key),
+            left: count.left,
+            right: count.right,
+            pairs: count.pairs(),
+        })
+        .collect();
+    Plan {
+        strategy: facts.choice.resolved.name().to_string(),
+        reason: facts.choice.reason.clone(),
+        how: facts.how.name().to_string(),
+        workers: facts.workers,
+        partitions: facts.partitions,
+        left: SideSummary {
+            path: left_name.to_string(),
+            rows: stats.left_rows,
+            distinct_keys: left_distinct,
+            null_keys: stats.left_nulls,
+            fits_broadcast: stats.left_rows <= facts.budget.rows,
+        },
+        right: SideSummary {
+            path: right_name.to_string(),
+            rows: stats.right_rows,
+            distinct_keys: right_distinct,
+            null_keys: stats.right_nulls,
+            fits_broadcast: stats.right_rows <= facts.budget.rows,
+        },
+        broadcast_budget: facts.budget.clone(),
+        hot_keys: hot,
+        predicted_output_rows: predicted
+            .as_ref()
+            .map(|loads| loads.iter().map(|l| l.output_rows).sum()),
+        predicted_input_imbalance: predicted
+            .as_ref()
+            .map(|loads| imbalance(loads.iter().map(|l| l.input_records))),
+        predicted_output_imbalance: predicted
+            .as_ref()
+            .map(|loads| imbalance(loads.iter().map(|l| l.output_rows))),
+        predicted,
+        measured: None,
+    }
+}
+
+pub(crate) fn metrics_for(
+    choice: &Choice,
+    how: JoinType,
+    workers: usize,
+    partitions: usize,
+    rows: (u64, u64),
+    read_seconds: f64,
+    report: &engine::RunReport,
+) -> Metrics {
+    let broadcast_side = choice.resolved.copied_side().map(|side| side.to_string());
+    Metrics::new(
+        choice.resolved.name(),
+        &choice.reason,
+        broadcast_side,
+        how.name(),
+        workers,
+        partitions,
+        rows,
+        read_seconds,
+        report,
+    )
+}
