@@ -120,10 +120,11 @@ mod tests {
     use skewjoin_operators::{JoinType, Key};
 
     use super::*;
+    use crate::choose::choose;
     use crate::datagen::{generate, GenSpec};
     use crate::exec::execute;
     use crate::row_hash::table_row_hashes;
-    use crate::strategy::{choose, PlanInputs, Strategy};
+    use crate::strategy::{PlanInputs, Strategy};
     use crate::work_costs::WorkCosts;
 
     /// The job of running `strategy` on the data of `spec`, or `None` when the strategy cannot

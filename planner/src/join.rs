@@ -47,12 +47,11 @@ use timely::ExchangeData;
 use crate::am_join::params::AmParams;
 use crate::am_join::plan::AmPlan;
 use crate::am_join::planning::AmPlanning;
+use crate::choose::{resolve, CannotCompute, KeyCheck};
 use crate::compose::build_join;
 use crate::home::Home;
 use crate::report::Observers;
-use crate::strategy::{
-    broadcast_side, choose, smaller_side, PlanInputs, Resolved, Strategy, Tuning,
-};
+use crate::strategy::{PlanInputs, Resolved, Strategy, Tuning};
 use crate::work_costs::WorkCosts;
 
 /// The broadcast budget, in rows, `auto` assumes when the builder is told the input sizes but no
@@ -238,33 +237,13 @@ where
                     broadcast_limit: self.broadcast_rows,
                     costs: self.costs,
                 };
-                match strategy {
-                    Strategy::Broadcast => Resolved::Broadcast {
-                        side: broadcast_side(&inputs).ok_or_else(|| refused(Side::Right))?,
-                    },
-                    Strategy::Ib | Strategy::Der | Strategy::Ddr if sizes.is_none() => {
-                        let small = smaller_side(&inputs);
-                        match strategy {
-                            Strategy::Ib => Resolved::Ib { small },
-                            Strategy::Der => Resolved::Der { small },
-                            _ => Resolved::Ddr { small },
-                        }
-                    }
-                    _ => match choose(strategy, &inputs)
-                        .map_err(|_| refused(Side::Right))?
-                        .resolved
-                    {
-                        // The command line's `auto` checks a sample for skew before it settles
-                        // on Shuffle-Join; in a dataflow, AM-Join's per-timestamp counts do, so
-                        // AM-Join is what a copy of a small side is weighed against.
-                        Resolved::Shuffle if strategy == Strategy::Auto => {
-                            choose(Strategy::Am, &inputs)
-                                .map_err(|_| refused(Side::Right))?
-                                .resolved
-                        }
-                        resolved => resolved,
-                    },
-                }
+                // The command line's `auto` looks at the keys before it settles on
+                // Shuffle-Join; in a dataflow, AM-Join's counts of each timestamp's keys do.
+                resolve(strategy, &inputs, &self.tuning, || {
+                    Ok::<_, CannotCompute>(KeyCheck::PerTimestamp)
+                })
+                .map_err(|_| refused(Side::Right))?
+                .resolved
             }
         };
         if let Resolved::Broadcast { side } = resolved {

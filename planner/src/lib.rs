@@ -1,6 +1,7 @@
 //! Plans and runs skew-resistant joins composed from the `skewjoin-operators` building blocks.
 //!
-//! - [`strategy`]: the strategies by name, and how `auto` chooses;
+//! - [`strategy`]: the strategies by name, and what each resolves to;
+//! - [`choose`]: how a strategy is chosen for a join, `auto`'s whole policy;
 //! - [`skew_check`]: `auto`'s check for keys that would unbalance a Shuffle-Join;
 //! - [`work_costs`]: what work costs on threads and on a cluster, which `auto` weighs by;
 //! - [`cost`]: key statistics and per-partition load predictions;
@@ -17,6 +18,7 @@
 //! - [`datagen`]: deterministic skewed inputs, the same natively and in the browser.
 
 pub mod am_join;
+pub mod choose;
 pub mod compose;
 pub mod cost;
 pub mod datagen;
@@ -34,8 +36,9 @@ pub mod vprp;
 pub mod work_costs;
 
 pub use am_join::{AmParams, AmPlan, AmPlanning};
+pub use choose::{choose, resolve};
 pub use join::{JoinBuilder, SkewJoin};
-pub use strategy::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
+pub use strategy::{Choice, PlanInputs, Resolved, Strategy, Tuning};
 
 /// The README's Rust examples, compiled and run as doc tests (here, where both crates they use
 /// are dependencies).

@@ -34,9 +34,16 @@ use serde::{Deserialize, Serialize};
 use skewjoin_operators::hash::mix64;
 use skewjoin_operators::{JoinKey, Partitioning, Side};
 
-use crate::am_join::params::AmParams;
-use crate::strategy::{small_large, Choice, Instead, PlanInputs, Resolved};
 use crate::work_costs::WorkCosts;
+
+/// A hot key described for `auto`'s reason, and whether AM-Join is worth its key count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkewFinding {
+    /// Whether to run AM-Join rather than Shuffle-Join ([`Skew::am_pays`]).
+    pub am_pays: bool,
+    /// Why, naming the key and the predicted loads.
+    pub reason: String,
+}
 
 /// Buckets of a [`KeyTally`], by the top byte of a key's hash.
 const TALLY_BUCKETS: usize = 256;
@@ -79,49 +86,6 @@ pub fn skew_reason<K: JoinKey>(
     let skew = tally.skew(partitions, workers, costs)?;
     let key = left.iter().chain(right).find(|key| skew.is_of(*key))?;
     Some(skew.finding(key))
-}
-
-/// A hot key described for `auto`'s reason, and whether AM-Join is worth its key count.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SkewFinding {
-    /// Whether to run AM-Join rather than Shuffle-Join ([`Skew::am_pays`]).
-    pub am_pays: bool,
-    /// Why, naming the key and the predicted loads.
-    pub reason: String,
-}
-
-impl SkewFinding {
-    /// `auto`'s choice once the key counts are in, one rule for one process and a cluster: with
-    /// a hot key that makes AM-Join pay, what `-s am` runs on these inputs (AM-Join, or IB-Join
-    /// where copying the small side costs less than AM-Join's shuffle and key count), else
-    /// `shuffle`, the choice made on the sizes alone, with this finding added to its reason.
-    pub fn decide(self, shuffle: Choice, inputs: &PlanInputs) -> Choice {
-        if !self.am_pays {
-            return Choice {
-                resolved: shuffle.resolved,
-                reason: format!("{}; {}", shuffle.reason, self.reason),
-            };
-        }
-        match small_large(inputs, Instead::AmJoin) {
-            Some((small, why)) => Choice {
-                resolved: Resolved::Ib { small },
-                reason: format!(
-                    "{}; but {why}, so IB-Join copies the {small} side rather than AM-Join \
-                     splitting the hot keys",
-                    self.reason
-                ),
-            },
-            None => Choice {
-                resolved: Resolved::Am {
-                    params: AmParams::default(),
-                },
-                reason: format!(
-                    "{}; AM-Join counts the keys exactly, splits the hot ones and shuffles the rest",
-                    self.reason
-                ),
-            },
-        }
-    }
 }
 
 /// Key counts of both inputs, gathered a key at a time (so a streamed input need not be held),

@@ -67,6 +67,13 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A strategy asked for that cannot compute the join type is a usage error.
+impl From<skewjoin_planner::choose::CannotCompute> for Error {
+    fn from(error: skewjoin_planner::choose::CannotCompute) -> Error {
+        Error::Usage(error.to_string())
+    }
+}
+
 impl Error {
     /// A failure to write standard output: [`Error::ClosedPipe`] when its reader is gone.
     pub fn stdout(error: &std::io::Error) -> Error {

@@ -5,7 +5,7 @@
 //! applies the planner's rule, [`broadcast_limit_for_memory`].
 
 use serde::Serialize;
-use skewjoin_planner::strategy::broadcast_limit_for_memory;
+use skewjoin_planner::choose::broadcast_limit_for_memory;
 
 /// The memory assumed when it cannot be read (not Linux, or no `/proc`): 4 GiB, a small
 /// machine's, so that the default errs towards shuffling.
@@ -52,7 +52,7 @@ fn budget_for(bytes: u64, measured: &str, workers: usize) -> BroadcastBudget {
         source: format!(
             "a quarter of {:.1} GiB {measured}, one {}-byte row per worker",
             bytes as f64 / (1u64 << 30) as f64,
-            skewjoin_planner::strategy::INDEXED_ROW_BYTES
+            skewjoin_planner::choose::INDEXED_ROW_BYTES
         ),
     }
 }

@@ -2,20 +2,21 @@
 
 use skewjoin_operators::load::imbalance;
 use skewjoin_operators::{JoinType, Key, Partitioning, Side};
+use skewjoin_planner::choose::KeyCheck;
 use skewjoin_planner::cost::{predict, KeyStats};
 use skewjoin_planner::skew_check::{KeySink, KeyTally, SkewFinding};
 use skewjoin_planner::work_costs::WorkCosts;
-use skewjoin_planner::{choose, Choice, PlanInputs, Resolved, Strategy, Tuning};
+use skewjoin_planner::{resolve, Choice, PlanInputs, Strategy, Tuning};
 
 use crate::cli::RunArgs;
 use crate::engine::{self, SideData, StreamSide};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::explain::{HotKey, Plan, SideSummary};
 use crate::io::{extract_keys, tally_keys};
 use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::metrics::Metrics;
 
-use crate::cli::checks::with_vprp_flags;
+use crate::cli::checks::{check_vprp_flags, with_vprp_flags};
 
 /// Passes each key of a streamed input to `visit`, a batch at a time, until it returns `false`.
 fn visit_keys(input: &StreamSide, mut visit: impl FnMut(&Key) -> bool) -> Result<()> {
@@ -128,15 +129,11 @@ pub(crate) fn choose_strategy(
         broadcast_limit: budget.rows,
         costs,
     };
-    let mut choice = choose(request.strategy, &plan_inputs).map_err(Error::Usage)?;
-    choice = with_vprp_flags(choice, request.run)?;
-    // auto: with a hash partitioning made uneven by a hot key, AM-Join instead of Shuffle-Join.
-    if request.strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
-        if let Some(finding) = skew(costs)? {
-            choice = finding.decide(choice, &plan_inputs);
-        }
-    }
-    choice.resolved = choice.resolved.tuned(request.tuning);
+    check_vprp_flags(request.run)?;
+    let choice = resolve(request.strategy, &plan_inputs, request.tuning, || {
+        skew(costs).map(KeyCheck::counted)
+    })?;
+    let choice = with_vprp_flags(choice, request.run);
     Ok((choice, budget))
 }
 

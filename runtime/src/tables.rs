@@ -91,7 +91,7 @@ impl TableJoin {
         TableJoin {
             left_on: left_on.iter().map(|name| name.to_string()).collect(),
             right_on: right_on.iter().map(|name| name.to_string()).collect(),
-            strategy: "auto".into(),
+            strategy: Strategy::Auto.name().into(),
             run: RunArgs::default(),
             tuning: Tuning::default(),
             broadcast_limit: None,

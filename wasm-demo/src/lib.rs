@@ -22,12 +22,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use skewjoin_operators::{JoinType, Key, PartitionLoad};
+use skewjoin_planner::choose::broadcast_limit_for_memory;
 use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
 use skewjoin_planner::exec::JoinJob;
 use skewjoin_planner::exec_local::{execute_local, CountSink};
 use skewjoin_planner::report::StrategyReport;
 use skewjoin_planner::row_hash::table_row_hashes;
-use skewjoin_planner::strategy::broadcast_limit_for_memory;
 use skewjoin_planner::work_costs::{WorkCosts, CLUSTER_RECORD_NANOS};
 use skewjoin_planner::{choose, PlanInputs, Resolved, Strategy};
 use wasm_bindgen::prelude::*;
@@ -468,7 +468,12 @@ impl Prepared {
         };
         let choice = match choose(strategy, &inputs) {
             Ok(choice) => choice,
-            Err(error) => return Ok(RunOutcome::Refused { requested, error }),
+            Err(error) => {
+                return Ok(RunOutcome::Refused {
+                    requested,
+                    error: error.to_string(),
+                })
+            }
         };
         let job = JoinJob {
             left: Arc::clone(&self.left),

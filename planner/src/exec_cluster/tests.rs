@@ -3,9 +3,10 @@ use std::net::TcpListener;
 use skewjoin_operators::{JoinType, Key};
 
 use super::*;
+use crate::choose::choose;
 use crate::datagen::{generate, GenSpec};
 use crate::exec::{execute, RowRef};
-use crate::strategy::{choose, PlanInputs, Strategy};
+use crate::strategy::{PlanInputs, Strategy};
 
 /// Output rows by the hashes of their sides, which the tests set to global row ids.
 #[derive(Default)]
@@ -49,6 +50,7 @@ fn decide_for(
             },
         )
         .map(|choice| choice.resolved)
+        .map_err(String::from)
     }
 }
 

@@ -336,58 +336,6 @@ fn a_sampled_tally_finds_what_an_exact_one_does() {
     }
 }
 
-/// A hot key hands `auto` to what `-s am` runs, and the reason says which: AM-Join on two
-/// equal sides, IB-Join where one side is small enough that a copy costs less than AM-Join's
-/// shuffle and key count (600,000 x 3M on two threads), though not less than a shuffle.
-#[test]
-fn a_hot_key_gives_auto_what_am_join_would_run_with_the_reason() {
-    let inputs = |left_rows, right_rows| PlanInputs {
-        how: skewjoin_operators::JoinType::Inner,
-        left_rows,
-        right_rows,
-        workers: 2,
-        broadcast_limit: 10_000_000,
-        costs: WorkCosts::THREADS,
-    };
-    let hot = |am_pays| SkewFinding {
-        am_pays,
-        reason: "key 7 is hot".into(),
-    };
-    let small_large = inputs(600_000, 3_000_000);
-    let shuffle = crate::strategy::choose(crate::Strategy::Auto, &small_large).unwrap();
-    assert_eq!(shuffle.resolved, Resolved::Shuffle, "{shuffle:?}");
-    let choice = hot(true).decide(shuffle.clone(), &small_large);
-    assert_eq!(choice.resolved, Resolved::Ib { small: Side::Left });
-    assert!(
-        choice.reason.starts_with("key 7 is hot; but"),
-        "{}",
-        choice.reason
-    );
-    assert!(
-        choice.reason.contains("IB-Join copies the left side"),
-        "{}",
-        choice.reason
-    );
-    assert!(
-        !choice.reason.contains("AM-Join counts"),
-        "{}",
-        choice.reason
-    );
-
-    let equal = inputs(3_000_000, 3_000_000);
-    let choice = hot(true).decide(shuffle.clone(), &equal);
-    assert!(matches!(choice.resolved, Resolved::Am { .. }), "{choice:?}");
-    assert!(
-        choice.reason.contains("AM-Join counts the keys"),
-        "{}",
-        choice.reason
-    );
-
-    let choice = hot(false).decide(shuffle.clone(), &equal);
-    assert_eq!(choice.resolved, Resolved::Shuffle);
-    assert_eq!(choice.reason, format!("{}; key 7 is hot", shuffle.reason));
-}
-
 /// Sampling one side's tally and not the other's would count their rows at different rates.
 #[test]
 #[should_panic(expected = "different rates")]

@@ -14,18 +14,24 @@ pub(crate) fn parse_how(how: &str) -> Result<JoinType> {
     how.parse().map_err(|e| Error::Usage(format!("--how: {e}")))
 }
 
-/// Applies the VPRP flags to a VPRP choice; other strategies are left as they are.
-pub(crate) fn with_vprp_flags(mut choice: Choice, run: &RunArgs) -> Result<Choice> {
+/// The VPRP flags, checked before anything is read.
+pub(crate) fn check_vprp_flags(run: &RunArgs) -> Result<()> {
     if !(0.0..=1.0).contains(&run.sample_fraction) || run.virtual_per_partition == 0 {
         return Err(Error::Usage(
             "--sample-fraction must be in 0..1 and --virtual-per-partition at least 1".into(),
         ));
     }
+    Ok(())
+}
+
+/// Applies the VPRP flags ([`check_vprp_flags`]) to a VPRP choice; other strategies are left as
+/// they are.
+pub(crate) fn with_vprp_flags(mut choice: Choice, run: &RunArgs) -> Choice {
     if let Resolved::Vprp(settings) | Resolved::VprpT(settings) = &mut choice.resolved {
         *settings = settings.with_sample_fraction(run.sample_fraction);
         settings.virtual_per_partition = run.virtual_per_partition;
     }
-    Ok(choice)
+    choice
 }
 
 /// The most worker threads one process runs, per CPU core, and at least: every worker

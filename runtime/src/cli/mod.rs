@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use skewjoin_planner::am_join::Statistics;
+use skewjoin_planner::Strategy;
 
 pub mod checks;
 
@@ -118,7 +119,7 @@ pub struct JoinArgs {
     pub select: Option<Vec<String>>,
     /// Strategy: auto, shuffle, broadcast, ib, der, ddr, vprp, vprp-t, am, tree, tree-basic (see
     /// the README's table of strategies).
-    #[arg(long, short = 's', default_value = "auto")]
+    #[arg(long, short = 's', default_value = Strategy::Auto.name())]
     pub strategy: String,
     #[command(flatten)]
     pub run: RunArgs,

@@ -7,18 +7,19 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use skewjoin_operators::{JoinType, Side};
+use skewjoin_planner::choose::{choose, resolve, KeyCheck};
 use skewjoin_planner::exec::{CarriedRow, RowRef};
 use skewjoin_planner::exec_cluster::{
     execute_cluster_stream, ClusterFacts, ClusterSpec, Network, ProcessFacts,
 };
 use skewjoin_planner::exec_stream::StreamJob;
-use skewjoin_planner::skew_check::{KeySample, SkewFinding};
-use skewjoin_planner::strategy::{choose, Choice, PlanInputs, Resolved, Strategy};
+use skewjoin_planner::skew_check::KeySample;
+use skewjoin_planner::strategy::{Choice, PlanInputs, Resolved, Strategy};
 use skewjoin_planner::work_costs::WorkCosts;
 
 use crate::cli::checks::{
-    check_metrics_path, check_writable_dir, column_flag, join_columns, layout, output_columns,
-    output_compression, parse_how, refuse_overwrite, with_vprp_flags,
+    check_metrics_path, check_vprp_flags, check_writable_dir, column_flag, join_columns, layout,
+    output_columns, output_compression, parse_how, refuse_overwrite, with_vprp_flags,
 };
 use crate::cli::JoinArgs;
 use crate::engine::{FileSource, RunReport, StreamSide};
@@ -44,8 +45,7 @@ use super::watchdog::stop_on_peer_failure;
 
 /// The strategy for the cluster-wide facts: `auto` as on one process, except that no process
 /// sees every key before the join: where it would shuffle, the skew check runs on every
-/// process's key sample (`facts.skew`), and AM-Join runs where that check says its key count
-/// pays.
+/// process's key sample (`facts.skew`, see [`KeyCheck::sampled`]).
 fn cluster_choice(
     strategy: Strategy,
     how: JoinType,
@@ -61,31 +61,10 @@ fn cluster_choice(
         broadcast_limit: facts.broadcast_limit,
         costs: facts.work_costs,
     };
-    let mut choice = choose(strategy, &inputs)?;
-    if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
-        // No process sees every key before the join: the check runs on every process's sample.
-        choice = match facts.skew.filter(|_| facts.sampled) {
-            Some(skew) => SkewFinding {
-                am_pays: skew.am_pays(),
-                reason: format!(
-                    "a sample of every process's keys finds a key of about {}{} {}",
-                    skew.described(),
-                    if skew.am_pays() { ":" } else { ", but" },
-                    skew.verdict()
-                ),
-            }
-            .decide(choice, &inputs),
-            None => Choice {
-                reason: "a sample of every process's keys finds no key that would unbalance \
-                         Shuffle-Join"
-                    .into(),
-                ..choice
-            },
-        };
-    }
-    let mut choice = with_vprp_flags(choice, &args.run).map_err(|error| error.to_string())?;
-    choice.resolved = choice.resolved.tuned(&args.tuning());
-    Ok(choice)
+    let choice = resolve(strategy, &inputs, &args.tuning(), || {
+        Ok::<_, String>(KeyCheck::sampled(facts.skew.filter(|_| facts.sampled)))
+    })?;
+    Ok(with_vprp_flags(choice, &args.run))
 }
 
 /// `skewjoin join` as one process of a cluster.
@@ -107,6 +86,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
     let secret = cluster_secret(cluster)?;
     let mut progress = Progress::new(args.quiet);
     let how = parse_how(&args.run.how)?;
+    check_vprp_flags(&args.run)?;
     let strategy: Strategy = args
         .strategy
         .parse()
@@ -124,8 +104,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
             broadcast_limit: 0,
             costs: WorkCosts::CLUSTER,
         },
-    )
-    .map_err(Error::Usage)?;
+    )?;
     // --workers is per process; --partitions defaults to every worker of the cluster.
     let (threads, _) = layout(&args.run)?;
     let total_workers = threads * processes;

@@ -15,7 +15,7 @@ use crate::metrics::checksum_hex;
 
 use super::gen::{describe, gen_spec};
 use super::write_stdout;
-use crate::cli::checks::{layout, parse_how, with_vprp_flags};
+use crate::cli::checks::{check_vprp_flags, layout, parse_how, with_vprp_flags};
 
 fn expected_rows(counts: &JoinCounts, how: JoinType) -> u64 {
     match how {
@@ -39,6 +39,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         ..args.run.clone()
     };
     let (workers, partitions) = layout(&run)?;
+    check_vprp_flags(&run)?;
     let defaults = GenSpec {
         left_rows: 100_000,
         right_rows: 100_000,
@@ -89,7 +90,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             costs: WorkCosts::THREADS,
         };
         let choice = match choose(strategy, &inputs) {
-            Ok(choice) => with_vprp_flags(choice, &run)?,
+            Ok(choice) => with_vprp_flags(choice, &run),
             Err(_) => {
                 outln!("{:<10} (cannot compute a {how} join)", strategy.name());
                 continue;
@@ -102,16 +103,16 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             workers,
         };
         let report = engine::run(left.clone(), right.clone(), plan, None, None, None)?;
-        let label = match choice.resolved {
-            Resolved::Broadcast { side: Side::Left } => "bcast-L".to_string(),
-            Resolved::Broadcast { side: Side::Right } => "bcast-R".to_string(),
-            Resolved::Ib { small: Side::Left } => "ib-L".to_string(),
-            Resolved::Ib { small: Side::Right } => "ib-R".to_string(),
-            Resolved::Der { small: Side::Left } => "der-L".to_string(),
-            Resolved::Der { small: Side::Right } => "der-R".to_string(),
-            Resolved::Ddr { small: Side::Left } => "ddr-L".to_string(),
-            Resolved::Ddr { small: Side::Right } => "ddr-R".to_string(),
-            other => other.name().to_string(),
+        // A copying strategy's label says which side it copied: "ib-R", "bcast-L".
+        let label = match choice.resolved.copied_side() {
+            Some(side) => {
+                let name = match choice.resolved {
+                    Resolved::Broadcast { .. } => "bcast",
+                    other => other.name(),
+                };
+                format!("{name}-{}", if side == Side::Left { "L" } else { "R" })
+            }
+            None => choice.resolved.name().to_string(),
         };
         let seconds = report.elapsed.as_secs_f64();
         outln!(

@@ -1,0 +1,361 @@
+//! How a strategy is chosen for a join: the side an asked-for strategy copies, and `auto`'s whole
+//! policy, for one process, a cluster, `explain`, the Python package and the browser build.
+//!
+//! `auto` decides in two steps, and only here:
+//!
+//! 1. **By the sizes** ([`choose`]): IB-Join on a Small-Large join, where the smaller side fits
+//!    the broadcast budget and a copy of it on every worker costs less than a shuffle by the
+//!    machines' [`WorkCosts`](crate::work_costs::WorkCosts) ([`small_large`]); else Shuffle-Join.
+//! 2. **By the keys** ([`resolve`]), only where step 1 would shuffle: a look at the keys
+//!    ([`KeyCheck`]: counted on one process, sampled on every process of a cluster, see
+//!    [`crate::skew_check`]) that finds a key Shuffle-Join would overload hands the join to what
+//!    `-s am` runs on these inputs ([`decide`]): AM-Join, or IB-Join where copying
+//!    the small side costs less than AM-Join's shuffle and key count.
+//!
+//! Then the user's tuning of AM-Join and Tree-Join is applied ([`Resolved::tuned`]), once.
+
+use std::fmt;
+
+use skewjoin_operators::broadcast_join::check_broadcast;
+use skewjoin_operators::tree_join::TreeParams;
+use skewjoin_operators::{JoinType, Side};
+
+use crate::am_join::params::AmParams;
+use crate::skew_check::{Skew, SkewFinding};
+use crate::strategy::{Choice, PlanInputs, Resolved, Strategy, Tuning, VprpSettings};
+
+#[cfg(test)]
+mod tests;
+
+/// Bytes one broadcast row is estimated to take in a worker's copy of the index: the row itself
+/// (a key and a row reference, about 40 bytes), its share of the key table (key, id and row span
+/// at a load factor below 7/8) and of the exchange buffers it passed through, rounded up to leave
+/// room for string keys.
+pub const INDEXED_ROW_BYTES: u64 = 128;
+
+/// The share of available memory, as a divisor, that all workers' copies of a broadcast side may
+/// take together: a quarter, leaving the rest to the large side held for the probe, the output
+/// and everything else on the machine.
+pub const BROADCAST_MEMORY_DIVISOR: u64 = 4;
+
+/// The broadcast budget in rows for `available_bytes` of memory and `workers` workers in one
+/// process: a side may be broadcast when `rows x INDEXED_ROW_BYTES x W` fits in a quarter of the
+/// available memory, since every worker builds its own copy of the index. The planner does no IO;
+/// the caller measures the memory (the `skewjoin` binary reads `MemAvailable`).
+///
+/// ```
+/// use skewjoin_planner::choose::broadcast_limit_for_memory;
+/// // 16 GiB available, 8 workers: 4 GiB for 8 copies of 128-byte rows.
+/// assert_eq!(broadcast_limit_for_memory(16 << 30, 8), 4 << 20);
+/// assert_eq!(broadcast_limit_for_memory(0, 8), 0);
+/// ```
+pub fn broadcast_limit_for_memory(available_bytes: u64, workers: usize) -> u64 {
+    available_bytes / BROADCAST_MEMORY_DIVISOR / (INDEXED_ROW_BYTES * workers.max(1) as u64)
+}
+
+/// Whether a side of `rows` rows fits the broadcast budget.
+pub fn fits_broadcast(inputs: &PlanInputs, rows: u64) -> bool {
+    rows <= inputs.broadcast_limit
+}
+
+/// What a Small-Large join's copy is weighed against: the strategy that runs if it does not pay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Instead {
+    /// Shuffle-Join: `auto` before its skew check.
+    Shuffle,
+    /// AM-Join: a shuffle and a key count ([`WorkCosts::copying_beats_am_join`](crate::work_costs::WorkCosts::copying_beats_am_join)).
+    AmJoin,
+}
+
+/// A Small-Large join: the smaller side fits the broadcast budget and copying it to every worker
+/// (each worker indexing all of it, the large side probed where it is) costs each worker less
+/// than the strategy that would run `instead`, by the machines' [`WorkCosts`](crate::work_costs::WorkCosts): against a
+/// shuffle, on the threads of one process where moving a record is cheap, only when the large
+/// side is 21 times the small one at W = 2, on a cluster 9 times; against AM-Join, from 2.4 and
+/// 1.4 times. Two equal sides are never a small and a large one. Returns that side and the
+/// reason's common part. `auto` and AM-Join decide the same way, so they agree on what is
+/// Small-Large.
+pub fn small_large(inputs: &PlanInputs, instead: Instead) -> Option<(Side, String)> {
+    let small = smaller_side(inputs);
+    let (small_rows, large_rows) = match small {
+        Side::Left => (inputs.left_rows, inputs.right_rows),
+        Side::Right => (inputs.right_rows, inputs.left_rows),
+    };
+    if !fits_broadcast(inputs, small_rows) {
+        return None;
+    }
+    let workers = inputs.workers.max(1) as u64;
+    let (pays, than) = match instead {
+        Instead::Shuffle => (
+            inputs.costs.copying_pays(small_rows, large_rows, workers),
+            "shuffling both",
+        ),
+        Instead::AmJoin => (
+            inputs
+                .costs
+                .copying_beats_am_join(small_rows, large_rows, workers),
+            "AM-Join's shuffle and key count",
+        ),
+    };
+    pays.then(|| {
+        (
+            small,
+            format!(
+                "the {small} side ({small_rows} rows) is within the broadcast budget ({} rows), and the {} side ({large_rows} rows) is large enough that a copy of the {small} side indexed on each of {workers} workers, the {} side probed where it is, costs less than {than}{}",
+                inputs.broadcast_limit,
+                small.other(),
+                small.other(),
+                inputs.costs.link_note()
+            ),
+        )
+    })
+}
+
+/// The side a Broadcast-Join should copy: the smaller one the join type allows.
+pub fn broadcast_side(inputs: &PlanInputs) -> Option<Side> {
+    let mut candidates = [Side::Right, Side::Left]
+        .into_iter()
+        .filter(|side| check_broadcast(inputs.how, *side).is_ok())
+        .collect::<Vec<_>>();
+    candidates.sort_by_key(|side| match side {
+        Side::Left => inputs.left_rows,
+        Side::Right => inputs.right_rows,
+    });
+    candidates.first().copied()
+}
+
+/// Resolves `strategy` for these inputs. An explicit strategy that cannot compute this join type
+/// is an error naming the alternatives.
+pub fn choose(strategy: Strategy, inputs: &PlanInputs) -> Result<Choice, CannotCompute> {
+    match strategy {
+        Strategy::Shuffle => Ok(Choice {
+            resolved: Resolved::Shuffle,
+            reason: "asked for".into(),
+        }),
+        Strategy::Broadcast => match broadcast_side(inputs) {
+            Some(side) => Ok(Choice {
+                resolved: Resolved::Broadcast { side },
+                reason: format!(
+                    "asked for; the {side} side is the smaller side the join type lets us copy"
+                ),
+            }),
+            None => Err(CannotCompute {
+                strategy,
+                how: inputs.how,
+            }),
+        },
+        Strategy::Vprp => Ok(Choice {
+            resolved: Resolved::Vprp(VprpSettings::default()),
+            reason: "asked for".into(),
+        }),
+        Strategy::VprpT => Ok(Choice {
+            resolved: Resolved::VprpT(VprpSettings::default()),
+            reason: "asked for".into(),
+        }),
+        Strategy::Ib | Strategy::Der | Strategy::Ddr => {
+            let small = smaller_side(inputs);
+            Ok(Choice {
+                resolved: match strategy {
+                    Strategy::Ib => Resolved::Ib { small },
+                    Strategy::Der => Resolved::Der { small },
+                    _ => Resolved::Ddr { small },
+                },
+                reason: format!("asked for; the {small} side is the smaller side"),
+            })
+        }
+        // The AM-Join paper sends Small-Large joins to IB-Join: with a whole side within the
+        // broadcast budget there is nothing for key classes to balance, and IB-Join can index
+        // either side for every join type.
+        Strategy::Am => Ok(match small_large(inputs, Instead::AmJoin) {
+            Some((small, why)) => Choice {
+                resolved: Resolved::Ib { small },
+                reason: format!(
+                    "asked for AM-Join, which runs IB-Join on Small-Large joins: {why}"
+                ),
+            },
+            None => Choice {
+                resolved: Resolved::Am {
+                    params: AmParams::default(),
+                },
+                reason: "asked for; no side fits the broadcast budget profitably".into(),
+            },
+        }),
+        Strategy::Tree => Ok(Choice {
+            resolved: Resolved::Tree {
+                params: AmParams::default(),
+                tree: TreeParams::default(),
+            },
+            reason: "asked for".into(),
+        }),
+        Strategy::TreeBasic => Ok(Choice {
+            resolved: Resolved::TreeBasic {
+                tree: TreeParams::default(),
+            },
+            reason: "asked for".into(),
+        }),
+        Strategy::Auto => Ok(choose_auto(inputs)),
+    }
+}
+
+/// The side with fewer rows (the right one on a tie).
+pub fn smaller_side(inputs: &PlanInputs) -> Side {
+    if inputs.left_rows < inputs.right_rows {
+        Side::Left
+    } else {
+        Side::Right
+    }
+}
+
+/// IB-Join on a Small-Large join ([`small_large`]), else Shuffle-Join (which the runtime replaces
+/// with AM-Join when the key counts say it pays). IB-Join rather than a plain Broadcast-Join even
+/// where the join type allows one: it probes its index as the large side streams in, where
+/// Broadcast-Join holds both sides until the input ends (100,000 x 5M, inner, W = 2: 0.43
+/// against 0.48 s; on 2, 4 and 8 emulated machines 0.44, 0.56 and 0.83 s against 0.49, 0.63 and
+/// 0.94 s), and it
+/// copies the same records.
+fn choose_auto(inputs: &PlanInputs) -> Choice {
+    match small_large(inputs, Instead::Shuffle) {
+        Some((small, why)) => Choice {
+            resolved: Resolved::Ib { small },
+            reason: format!("{why}: IB-Join copies it"),
+        },
+        None => Choice {
+            resolved: Resolved::Shuffle,
+            reason: "no side is small enough to copy profitably".into(),
+        },
+    }
+}
+
+/// An asked-for strategy that cannot compute the join type: Broadcast-Join, for a join that
+/// keeps or filters the rows of both sides by whether they matched anywhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CannotCompute {
+    /// The strategy asked for.
+    pub strategy: Strategy,
+    /// The join type it cannot compute.
+    pub how: JoinType,
+}
+
+impl fmt::Display for CannotCompute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the {} strategy cannot compute a {} join: it keeps or filters rows of both sides by whether they matched anywhere; use --strategy shuffle",
+            self.strategy, self.how
+        )
+    }
+}
+
+impl std::error::Error for CannotCompute {}
+
+impl From<CannotCompute> for String {
+    fn from(error: CannotCompute) -> String {
+        error.to_string()
+    }
+}
+
+/// What a look at the keys found, where the sizes alone would have `auto` shuffle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyCheck {
+    /// A key that would overload a Shuffle-Join partition.
+    Skewed(SkewFinding),
+    /// No key would: Shuffle-Join it is. `Some(reason)` replaces the sizes' reason with what was
+    /// looked at (a cluster's sample); `None` keeps it.
+    Even(Option<String>),
+    /// Not looked at before the join: AM-Join counts each timestamp's keys inside the dataflow
+    /// and splits the hot ones itself (the builder's `auto`), so it is what a copy of a small
+    /// side is weighed against.
+    PerTimestamp,
+}
+
+impl KeyCheck {
+    /// What one process's count of every key found.
+    pub fn counted(finding: Option<SkewFinding>) -> KeyCheck {
+        match finding {
+            Some(finding) => KeyCheck::Skewed(finding),
+            None => KeyCheck::Even(None),
+        }
+    }
+
+    /// What the skew check on every process's key sample found ([`crate::skew_check::sampled_skew`]):
+    /// no process sees every key before a cluster's join, so the reason says it was a sample.
+    pub fn sampled(skew: Option<Skew>) -> KeyCheck {
+        match skew {
+            Some(skew) => KeyCheck::Skewed(SkewFinding {
+                am_pays: skew.am_pays(),
+                reason: format!(
+                    "a sample of every process's keys finds a key of about {}{} {}",
+                    skew.described(),
+                    if skew.am_pays() { ":" } else { ", but" },
+                    skew.verdict()
+                ),
+            }),
+            None => KeyCheck::Even(Some(
+                "a sample of every process's keys finds no key that would unbalance Shuffle-Join"
+                    .into(),
+            )),
+        }
+    }
+}
+
+/// `auto`'s choice once the keys are looked at, one rule for one process and a cluster: with
+/// a hot key that makes AM-Join pay, what `-s am` runs on these inputs (AM-Join, or IB-Join
+/// where copying the small side costs less than AM-Join's shuffle and key count), else
+/// `shuffle`, the choice made on the sizes alone, with this finding added to its reason.
+fn decide(finding: SkewFinding, shuffle: Choice, inputs: &PlanInputs) -> Choice {
+    if !finding.am_pays {
+        return Choice {
+            resolved: shuffle.resolved,
+            reason: format!("{}; {}", shuffle.reason, finding.reason),
+        };
+    }
+    match small_large(inputs, Instead::AmJoin) {
+        Some((small, why)) => Choice {
+            resolved: Resolved::Ib { small },
+            reason: format!(
+                "{}; but {why}, so IB-Join copies the {small} side rather than AM-Join \
+                 splitting the hot keys",
+                finding.reason
+            ),
+        },
+        None => Choice {
+            resolved: Resolved::Am {
+                params: AmParams::default(),
+            },
+            reason: format!(
+                "{}; AM-Join counts the keys exactly, splits the hot ones and shuffles the rest",
+                finding.reason
+            ),
+        },
+    }
+}
+
+/// Chooses the strategy of a join, `auto`'s whole policy: [`choose`] by the sizes; where `auto`
+/// would then shuffle, `keys` looks at the keys (it is called only then, as it may read every
+/// key) and a skewed key hands the join to AM-Join or IB-Join ([`decide`]); last,
+/// the tuning. An asked-for strategy that cannot compute the join type is an error.
+pub fn resolve<E: From<CannotCompute>>(
+    strategy: Strategy,
+    inputs: &PlanInputs,
+    tuning: &Tuning,
+    keys: impl FnOnce() -> Result<KeyCheck, E>,
+) -> Result<Choice, E> {
+    let mut choice = choose(strategy, inputs)?;
+    if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
+        choice = match keys()? {
+            KeyCheck::Skewed(finding) => decide(finding, choice, inputs),
+            KeyCheck::Even(Some(reason)) => Choice { reason, ..choice },
+            KeyCheck::Even(None) => choice,
+            KeyCheck::PerTimestamp => decide(
+                SkewFinding {
+                    am_pays: true,
+                    reason: "AM-Join counts each timestamp's keys in the dataflow".into(),
+                },
+                choice,
+                inputs,
+            ),
+        };
+    }
+    choice.resolved = choice.resolved.tuned(tuning);
+    Ok(choice)
+}
