@@ -232,6 +232,37 @@ pub struct RunReport {
 /// Rows of one output batch (and one row group of a Parquet output).
 const WRITE_BATCH_ROWS: usize = 64 * 1024;
 
+/// The first error of a run, which every worker stops at: a worker's output error, or an input
+/// found bad while it is read (a corrupt page past the footer). Shared by the sinks, which ask
+/// between steps whether to stop, and the file source, so that the error reaches the caller
+/// with its kind and exit code, and the output files are removed there.
+#[derive(Debug, Default)]
+pub(crate) struct RunFailure {
+    error: Mutex<Option<Error>>,
+    /// Whether `error` is set: what every worker asks between steps, without the lock.
+    failed: AtomicBool,
+}
+
+impl RunFailure {
+    /// Records `error`, unless an earlier error is recorded.
+    pub(crate) fn record(&self, error: Error) {
+        if let Ok(mut first) = self.error.lock() {
+            first.get_or_insert(error);
+        }
+        self.failed.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether an error is recorded.
+    pub(crate) fn is_set(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// The recorded error, if any.
+    fn take(&self) -> Option<Error> {
+        self.error.lock().ok().and_then(|mut first| first.take())
+    }
+}
+
 struct Shared {
     how: JoinType,
     left: Arc<RowStore>,
@@ -239,10 +270,8 @@ struct Shared {
     output: Option<SharedOutput>,
     /// Set when the run is no longer wanted (see [`PairSink::stopped`]).
     stop: Option<Arc<AtomicBool>>,
-    /// The first output error of any worker: every worker stops at it.
-    failure: Mutex<Option<Error>>,
-    /// Whether `failure` is set: what every worker asks between steps, without the lock.
-    failed: AtomicBool,
+    /// The first error of any worker, output or input: every worker stops at it.
+    failure: Arc<RunFailure>,
 }
 
 /// Where the workers' output goes.
@@ -263,9 +292,10 @@ enum SharedOutput {
 }
 
 impl Shared {
-    /// Whether the run is to end now: a worker's output failed or the caller stopped it.
+    /// Whether the run is to end now: a worker's output or input failed, or the caller stopped
+    /// it.
     fn stopped(&self) -> bool {
-        self.failed.load(Ordering::Relaxed)
+        self.failure.is_set()
             || self
                 .stop
                 .as_ref()
@@ -350,10 +380,7 @@ impl RuntimeSink {
             self.writing = false;
             self.cut_short = true;
         } else if let Err(Some(error)) = result {
-            if let Ok(mut failure) = self.shared.failure.lock() {
-                failure.get_or_insert_with(|| error.clone());
-            }
-            self.shared.failed.store(true, Ordering::Relaxed);
+            self.shared.failure.record(error.clone());
             self.error = Some(error);
             self.writing = false;
         }
@@ -446,9 +473,15 @@ pub fn run(
         Arc::new(RowStore::batches(left.schema, left.batches)),
         Arc::new(RowStore::batches(right.schema, right.batches)),
     );
-    run_with(plan, stores, output, progress, stop, |make_sink| {
-        execute(job, make_sink)
-    })
+    run_with(
+        plan,
+        stores,
+        output,
+        progress,
+        stop,
+        Arc::default(),
+        |make_sink| execute(job, make_sink),
+    )
 }
 
 /// An input file to stream into a join, and the key columns to join it on.
@@ -495,10 +528,10 @@ impl StreamSide {
 /// with one, each side's rows are kept (as Arrow) for the output rows. With an output target,
 /// the file is complete and in place when this returns `Ok`, and absent when it returns an error.
 ///
-/// An input that turns out to be bad while it is read (a corrupt page past the footer) stops the
-/// process at once, with that error's message and exit code, after removing every unfinished
-/// output file ([`interrupt::abort`]): the join cannot succeed, and the work the rows already
-/// read have started (a hot key's pairs) could take long to finish.
+/// An input that turns out to be bad while it is read (a corrupt page past the footer) ends the
+/// run with that error ([`RunFailure`]): every worker stops reading and joining at it, since the
+/// join cannot succeed and the work the rows already read have started (a hot key's pairs) could
+/// take long to finish.
 ///
 /// `progress` counts output rows as they are produced, `read` input rows as they are read.
 pub fn run_stream(
@@ -533,8 +566,14 @@ pub fn run_stream(
         })
     };
     let keep = [keep_in(&stores.0), keep_in(&stores.1)];
-    let source = Arc::new(FileSource::new([left, right], keep, read));
-    run_with(plan, stores, output, progress, None, |make_sink| {
+    let failure = Arc::new(RunFailure::default());
+    let source = Arc::new(FileSource::new(
+        [left, right],
+        keep,
+        read,
+        OnReadError::Record(Arc::clone(&failure)),
+    ));
+    run_with(plan, stores, output, progress, None, failure, |make_sink| {
         execute_stream(job, source, make_sink)
     })
 }
@@ -543,6 +582,17 @@ pub fn run_stream(
 /// [`CHUNK_ROWS`]) and the batch, before its rows are sent.
 pub(crate) type KeepBatch = Box<dyn Fn(usize, &RecordBatch) -> Result<()> + Send + Sync>;
 
+/// What an input found bad while it is read does to the run.
+pub(crate) enum OnReadError {
+    /// Recorded for the caller, and every worker stops at it (one process).
+    Record(Arc<RunFailure>),
+    /// Ends the process at once with the error's message and exit code, after removing every
+    /// unfinished output file ([`interrupt::abort`]): a cluster process. Every worker of a
+    /// cluster must build the same dataflows, so a worker cannot leave the run while the others
+    /// go on; the process leaving is what its peers' watchdogs see.
+    EndProcess,
+}
+
 /// Both inputs of a streamed join (or a cluster process's shares of them), read by the workers
 /// that feed them.
 pub(crate) struct FileSource {
@@ -550,6 +600,7 @@ pub(crate) struct FileSource {
     sides: [(StreamSide, Option<KeepBatch>); 2],
     /// Counts the rows read for the join, for progress.
     read: Option<Arc<AtomicU64>>,
+    on_error: OnReadError,
 }
 
 impl FileSource {
@@ -559,10 +610,12 @@ impl FileSource {
         [left, right]: [StreamSide; 2],
         [keep_left, keep_right]: [Option<KeepBatch>; 2],
         read: Option<Arc<AtomicU64>>,
+        on_error: OnReadError,
     ) -> FileSource {
         FileSource {
             sides: [(left, keep_left), (right, keep_right)],
             read,
+            on_error,
         }
     }
 
@@ -587,6 +640,13 @@ impl FileSource {
         let first_chunk = (rows.start / CHUNK_ROWS as u64) as usize;
         let batches = input.input.batches_of_rows(keys_only, rows)?;
         for (index, batch) in batches.enumerate() {
+            if let OnReadError::Record(failure) = &self.on_error {
+                // The run ends with another worker's error: reading on is wasted (the rows
+                // missing then are an error of this worker's feed, never an answer).
+                if failure.is_set() {
+                    return Ok(());
+                }
+            }
             let index = first_chunk + index;
             let batch = batch?;
             if keys_only {
@@ -621,7 +681,14 @@ impl RowSource<Key> for FileSource {
         send: &mut dyn FnMut(Key, u64),
     ) -> std::result::Result<(), String> {
         self.read_side(side, keys_only, rows, send)
-            .map_err(|error| interrupt::abort(error.exit_code(), &error.to_string()))
+            .map_err(|error| match &self.on_error {
+                OnReadError::Record(failure) => {
+                    let message = error.to_string();
+                    failure.record(error);
+                    message
+                }
+                OnReadError::EndProcess => interrupt::abort(error.exit_code(), &error.to_string()),
+            })
     }
 
     /// A Parquet side is cut at its row groups and an Arrow IPC file at its record batches, so
@@ -641,6 +708,7 @@ fn run_with<E>(
     output: Option<OutputTarget>,
     progress: Option<Arc<AtomicU64>>,
     stop: Option<Arc<AtomicBool>>,
+    failure: Arc<RunFailure>,
     execute: E,
 ) -> Result<RunReport>
 where
@@ -670,8 +738,7 @@ where
             OutputTarget::Batches { schema, sink } => SharedOutput::Batches { schema, sink },
         }),
         stop: stop.clone(),
-        failure: Mutex::new(None),
-        failed: AtomicBool::new(false),
+        failure,
     });
     let sink_shared = Arc::clone(&shared);
     let writing = shared.output.is_some();
@@ -685,13 +752,8 @@ where
         error: None,
     }))
     .map_err(|message| {
-        let failure = shared
-            .failure
-            .lock()
-            .ok()
-            .and_then(|mut failure| failure.take());
-        match failure {
-            // The workers stopped at a worker's output error.
+        match shared.failure.take() {
+            // The workers stopped at a worker's output or input error.
             Some(error) => error,
             None if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) => Error::Interrupted,
             None => Error::Internal(format!("the join failed: {message}")),
@@ -746,4 +808,89 @@ where
         elapsed: result.elapsed,
         strategy_report: result.report,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::{Compression, ZstdLevel};
+    use parquet::file::properties::WriterProperties;
+    use skewjoin_planner::AmParams;
+
+    use super::*;
+
+    /// A Parquet file of `rows` rows in zstd row groups of 10,000, keys `0..1000`, values the row
+    /// numbers.
+    fn write_table(path: &Path, rows: i64) {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("key", DataType::Int64, false),
+            Field::new("value", DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from_iter_values(
+                    (0..rows).map(|row| row % 1000),
+                )),
+                // Compressible, so that the corrupt bytes are in zstd's compressed blocks (its
+                // raw blocks of incompressible data would pass them on as other values).
+                Arc::new(Int64Array::from_iter_values(0..rows)),
+            ],
+        )
+        .unwrap();
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_max_row_group_row_count(Some(10_000))
+            .build();
+        let mut writer =
+            ArrowWriter::try_new(File::create(path).unwrap(), schema, Some(properties)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+    }
+
+    /// A page found corrupt while the join reads it (the footer is fine) ends the run with an
+    /// input error naming the file, returned to the caller: a program that embeds the runtime
+    /// goes on, and every worker stops, in the join itself (Shuffle-Join) and in AM-Join's key
+    /// count before it.
+    #[test]
+    fn an_input_found_corrupt_while_joining_is_an_error_returned_to_the_caller() {
+        let dir = tempfile::tempdir().unwrap();
+        let (left, right) = (
+            dir.path().join("left.parquet"),
+            dir.path().join("right.parquet"),
+        );
+        write_table(&left, 200_000);
+        write_table(&right, 20_000);
+        let mut bytes = std::fs::read(&left).unwrap();
+        // The middle half: its row groups' pages, not the footer at the end.
+        let quarter = bytes.len() / 4;
+        bytes[quarter..3 * quarter].fill(0xA5);
+        std::fs::write(&left, &bytes).unwrap();
+        let keys = ["key".to_string()];
+        let side = |path: &Path| StreamSide::open(path, FileFormat::Parquet, &keys).unwrap();
+        for resolved in [
+            Resolved::Shuffle,
+            Resolved::Am {
+                params: AmParams::default(),
+            },
+        ] {
+            let plan = JoinPlan {
+                how: JoinType::Inner,
+                resolved,
+                partitions: 4,
+                workers: 2,
+            };
+            match run_stream(side(&left), side(&right), plan, None, None, None) {
+                Err(Error::Input(message)) => {
+                    assert!(message.contains("left.parquet"), "{resolved:?}: {message}")
+                }
+                Err(other) => panic!("{resolved:?}: not an input error: {other:?}"),
+                Ok(report) => panic!("{resolved:?}: joined {} rows", report.output_rows),
+            }
+        }
+    }
 }

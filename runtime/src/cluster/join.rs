@@ -22,7 +22,7 @@ use crate::cli::checks::{
     output_columns, output_compression, parse_how, refuse_overwrite, with_vprp_flags,
 };
 use crate::cli::JoinArgs;
-use crate::engine::{FileSource, RunReport, StreamSide};
+use crate::engine::{FileSource, OnReadError, RunReport, StreamSide};
 use crate::error::{Error, Result};
 use crate::io::{check_key_compat, output_schema, FileFormat, OutputCompression, Share};
 use crate::link;
@@ -325,7 +325,12 @@ pub fn join(args: JoinArgs) -> Result<()> {
                 Some(RowEncoder::keep(&left_encoder)),
                 Some(RowEncoder::keep(&right_encoder)),
             ];
-            let source = Arc::new(FileSource::new([left, right], keep, read));
+            let source = Arc::new(FileSource::new(
+                [left, right],
+                keep,
+                read,
+                OnReadError::EndProcess,
+            ));
             let encoders = [left_encoder, right_encoder];
             let counter = counter.clone();
             execute_cluster_stream(
@@ -346,7 +351,12 @@ pub fn join(args: JoinArgs) -> Result<()> {
         }
         _ => execute_cluster_stream(
             job,
-            Arc::new(FileSource::new([left, right], [None, None], read)),
+            Arc::new(FileSource::new(
+                [left, right],
+                [None, None],
+                read,
+                OnReadError::EndProcess,
+            )),
             &spec,
             network,
             facts,
