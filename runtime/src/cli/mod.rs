@@ -117,9 +117,8 @@ pub struct JoinArgs {
     /// such columns with --left-columns and --right-columns instead.
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["left_columns", "right_columns"])]
     pub select: Option<Vec<String>>,
-    /// Strategy: auto, shuffle, broadcast, ib, der, ddr, vprp, vprp-t, am, tree, tree-basic (see
-    /// the README's table of strategies).
-    #[arg(long, short = 's', default_value = Strategy::Auto.name())]
+    // The help lists the strategies' names from the planner, where each is written once.
+    #[arg(long, short = 's', default_value = Strategy::Auto.name(), help = strategy_help())]
     pub strategy: String,
     #[command(flatten)]
     pub run: RunArgs,
@@ -344,4 +343,16 @@ pub struct LaunchArgs {
     /// --process and --hostfile are added).
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// `--strategy`'s help: every strategy's name.
+fn strategy_help() -> String {
+    let names: Vec<&str> = Strategy::ALL
+        .iter()
+        .map(|strategy| strategy.name())
+        .collect();
+    format!(
+        "Strategy: {} (see the README's table of strategies)",
+        names.join(", ")
+    )
 }
