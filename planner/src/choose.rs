@@ -9,7 +9,7 @@
 //! 2. **By the keys** ([`resolve`]), only where step 1 would shuffle: a look at the keys
 //!    ([`KeyCheck`]: counted on one process, sampled on every process of a cluster, see
 //!    [`crate::skew_check`]) that finds a key Shuffle-Join would overload hands the join to what
-//!    `-s am` runs on these inputs ([`decide`]): AM-Join, or IB-Join where copying
+//!    `-s am` runs on these inputs: AM-Join, or IB-Join where copying
 //!    the small side costs less than AM-Join's shuffle and key count.
 //!
 //! Then the user's tuning of AM-Join and Tree-Join is applied ([`Resolved::tuned`]), once.
@@ -332,7 +332,7 @@ fn decide(finding: SkewFinding, shuffle: Choice, inputs: &PlanInputs) -> Choice 
 
 /// Chooses the strategy of a join, `auto`'s whole policy: [`choose`] by the sizes; where `auto`
 /// would then shuffle, `keys` looks at the keys (it is called only then, as it may read every
-/// key) and a skewed key hands the join to AM-Join or IB-Join ([`decide`]); last,
+/// key) and a skewed key hands the join to AM-Join or IB-Join (what `-s am` runs); last,
 /// the tuning. An asked-for strategy that cannot compute the join type is an error.
 pub fn resolve<E: From<CannotCompute>>(
     strategy: Strategy,

@@ -1,7 +1,7 @@
 //! Plans and runs skew-resistant joins composed from the `skewjoin-operators` building blocks.
 //!
 //! - [`strategy`]: the strategies by name, and what each resolves to;
-//! - [`choose`]: how a strategy is chosen for a join, `auto`'s whole policy;
+//! - [`mod@choose`]: how a strategy is chosen for a join, `auto`'s whole policy;
 //! - [`skew_check`]: `auto`'s check for keys that would unbalance a Shuffle-Join;
 //! - [`work_costs`]: what work costs on threads and on a cluster, which `auto` weighs by;
 //! - [`cost`]: key statistics and per-partition load predictions;

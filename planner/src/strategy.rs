@@ -354,7 +354,8 @@ pub struct PlanInputs {
     pub workers: usize,
     /// The most rows the planner may copy to every worker (the broadcast budget): `auto` and
     /// AM-Join broadcast a side only when its row count is within it. The runtime derives a
-    /// default from the machine's memory with [`broadcast_limit_for_memory`].
+    /// default from the machine's memory with
+    /// [`broadcast_limit_for_memory`](crate::choose::broadcast_limit_for_memory).
     pub broadcast_limit: u64,
     /// What work costs on the machines the join runs on ([`WorkCosts::of_run`]).
     pub costs: WorkCosts,

@@ -529,7 +529,7 @@ impl StreamSide {
 /// the file is complete and in place when this returns `Ok`, and absent when it returns an error.
 ///
 /// An input that turns out to be bad while it is read (a corrupt page past the footer) ends the
-/// run with that error ([`RunFailure`]): every worker stops reading and joining at it, since the
+/// run with that error (a `RunFailure`): every worker stops reading and joining at it, since the
 /// join cannot succeed and the work the rows already read have started (a hot key's pairs) could
 /// take long to finish.
 ///
