@@ -1,4 +1,5 @@
-//! The strategies a user can ask for by name, and how `auto` chooses among them.
+//! The strategies a user can ask for by name, and what each resolves to (how one is chosen for a
+//! join is [`mod@crate::choose`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -56,19 +57,15 @@ impl Strategy {
     ];
 
     /// Every strategy a user can name: `auto` and the concrete ones.
-    pub const ALL: [Strategy; 11] = [
-        Strategy::Auto,
-        Strategy::Shuffle,
-        Strategy::Broadcast,
-        Strategy::Ib,
-        Strategy::Der,
-        Strategy::Ddr,
-        Strategy::Vprp,
-        Strategy::VprpT,
-        Strategy::Am,
-        Strategy::Tree,
-        Strategy::TreeBasic,
-    ];
+    pub const ALL: [Strategy; 11] = {
+        let mut all = [Strategy::Auto; 11];
+        let mut index = 0;
+        while index < Strategy::CONCRETE.len() {
+            all[index + 1] = Strategy::CONCRETE[index];
+            index += 1;
+        }
+        all
+    };
 
     /// Other names accepted for a strategy (its paper's name, a spelling without the hyphen).
     const ALIASES: [(&'static str, Strategy); 5] = [
@@ -123,7 +120,7 @@ impl FromStr for Strategy {
                 .map(|strategy| strategy.name())
                 .collect();
             format!(
-                "unknown strategy {s:?}: expected one of {}",
+                "unknown strategy {asked:?}: expected one of {}",
                 names.join(", ")
             )
         })

@@ -641,10 +641,12 @@ impl FileSource {
         let batches = input.input.batches_of_rows(keys_only, rows)?;
         for (index, batch) in batches.enumerate() {
             if let OnReadError::Record(failure) = &self.on_error {
-                // The run ends with another worker's error: reading on is wasted (the rows
-                // missing then are an error of this worker's feed, never an answer).
+                // The run ends with another worker's error (the one recorded first, which the
+                // caller gets): reading on is wasted.
                 if failure.is_set() {
-                    return Ok(());
+                    return Err(Error::Internal(
+                        "stopped reading: another worker's read or write failed".into(),
+                    ));
                 }
             }
             let index = first_chunk + index;

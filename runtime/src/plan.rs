@@ -109,8 +109,9 @@ pub(crate) struct PlanRequest<'a> {
 
 /// Chooses the strategy of a join (one rule for files and tables): the one asked for, or
 /// `auto`'s choice from the sizes and the broadcast budget, and where that would shuffle, from
-/// the keys' skew (`skew` looks at them, given the costs of the run; it is called only then);
-/// then VPRP's settings and the tuning. Returns the choice and the budget it was made with.
+/// the keys' skew (`skew` looks at them, given the costs of the run; it is called only then),
+/// tuned; then VPRP's settings (their flags checked before anything else). Returns the choice
+/// and the budget it was made with.
 pub(crate) fn choose_strategy(
     request: &PlanRequest,
     skew: impl FnOnce(WorkCosts) -> Result<Option<SkewFinding>>,

@@ -24,8 +24,8 @@ use crate::progress::Progress;
 
 use super::write_stdout;
 use crate::cli::checks::{
-    check_metrics_path, check_writable_dir, column_flag, join_columns, layout, output_columns,
-    output_compression, parse_how, refuse_overwrite,
+    check_metrics_path, check_vprp_flags, check_writable_dir, column_flag, join_columns, layout,
+    output_columns, output_compression, parse_how, refuse_overwrite,
 };
 use crate::output_file::write_atomically;
 use crate::plan::{choose_strategy, metrics_for, streamed_skew, PlanRequest};
@@ -105,6 +105,7 @@ pub(super) fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Res
         .parse()
         .map_err(|e| Error::Usage(format!("--strategy: {e}")))?;
     let (workers, partitions) = layout(&args.run)?;
+    check_vprp_flags(&args.run)?;
     let (left_on, right_on) = join_columns(args)?;
     let explicit = args.format.as_deref().map(FileFormat::parse).transpose()?;
     let left_format = FileFormat::detect(&args.left, explicit)?;
