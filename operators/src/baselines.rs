@@ -8,10 +8,11 @@ use timely::progress::Timestamp;
 use timely::ExchangeData;
 
 use crate::config::JoinConfig;
-use crate::ib_join::{baseline_join, HomeFn, TrackingMode};
+use crate::extension::join_extension;
+use crate::ib_join::{baseline_join, TrackingMode};
+use crate::join_logic::JoinLogic;
 use crate::join_type::{JoinType, Side};
 use crate::key::JoinKey;
-use crate::reference::JoinedRow;
 use crate::route::RoundRobin;
 
 pub mod der_join {
@@ -27,79 +28,36 @@ pub mod der_join {
 
     use super::*;
 
-    /// The Der baseline join, `small` side broadcast.
-    ///
-    /// ```
-    /// use skewjoin_operators::der_join::DerJoin;
-    /// use skewjoin_operators::{JoinConfig, JoinType, Side};
-    /// use timely::dataflow::operators::{Capture, ToStream};
-    /// use timely::dataflow::operators::capture::Extract;
-    ///
-    /// let captured = timely::example(|scope| {
-    ///     let large = (0..6u64).map(|i| (i % 2, i)).to_stream(scope).container::<Vec<_>>();
-    ///     let small = vec![(1u64, 'o'), (5, 'x')].to_stream(scope).container::<Vec<_>>();
-    ///     large
-    ///         .der_join(small, JoinType::Full, Side::Right, &JoinConfig::new().with_partitions(3))
-    ///         .capture()
-    /// });
-    /// let rows: Vec<_> = captured.extract().into_iter().flat_map(|(_, rows)| rows).collect();
-    /// assert_eq!(rows.len(), 7);
-    /// assert!(rows.contains(&(5, None, Some('x'))));
-    /// ```
-    pub trait DerJoin<'s, T: Timestamp, K: JoinKey, L: ExchangeData + Clone> {
-        /// Joins with `small` broadcast and calls `logic(key, left, right, out)` per output row.
-        fn der_join_with<R, D, F>(
-            self,
-            right: StreamVec<'s, T, (K, R)>,
-            how: JoinType,
-            small: Side,
-            config: &JoinConfig,
-            logic: F,
-        ) -> StreamVec<'s, T, D>
-        where
-            R: ExchangeData + Clone,
-            D: Clone + 'static,
-            F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static;
-
-        /// Joins with `small` broadcast and emits `(key, left, right)` rows.
-        fn der_join<R>(
-            self,
-            right: StreamVec<'s, T, (K, R)>,
-            how: JoinType,
-            small: Side,
-            config: &JoinConfig,
-        ) -> StreamVec<'s, T, JoinedRow<K, L, R>>
-        where
-            R: ExchangeData + Clone,
-            Self: Sized,
-        {
-            self.der_join_with(right, how, small, config, |key, left, right, out| {
-                out.push((key.clone(), left.cloned(), right.cloned()))
-            })
+    join_extension! {
+        /// The Der baseline join, `small` side broadcast.
+        ///
+        /// ```
+        /// use skewjoin_operators::der_join::DerJoin;
+        /// use skewjoin_operators::{JoinConfig, JoinType, Side};
+        /// use timely::dataflow::operators::{Capture, ToStream};
+        /// use timely::dataflow::operators::capture::Extract;
+        ///
+        /// let captured = timely::example(|scope| {
+        ///     let large = (0..6u64).map(|i| (i % 2, i)).to_stream(scope).container::<Vec<_>>();
+        ///     let small = vec![(1u64, 'o'), (5, 'x')].to_stream(scope).container::<Vec<_>>();
+        ///     large
+        ///         .der_join(small, JoinType::Full, Side::Right, &JoinConfig::new().with_partitions(3))
+        ///         .capture()
+        /// });
+        /// let rows: Vec<_> = captured.extract().into_iter().flat_map(|(_, rows)| rows).collect();
+        /// assert_eq!(rows.len(), 7);
+        /// assert!(rows.contains(&(5, None, Some('x'))));
+        /// ```
+        pub trait DerJoin {
+            /// Joins with `small` broadcast and calls `logic(key, left, right, out)` per output row.
+            fn der_join_with;
+            /// Joins with `small` broadcast and emits `(key, left, right)` rows.
+            fn der_join;
         }
-    }
-
-    impl<'s, T, K, L> DerJoin<'s, T, K, L> for StreamVec<'s, T, (K, L)>
-    where
-        T: Timestamp,
-        K: JoinKey,
-        L: ExchangeData + Clone,
-    {
-        fn der_join_with<R, D, F>(
-            self,
-            right: StreamVec<'s, T, (K, R)>,
-            how: JoinType,
-            small: Side,
-            config: &JoinConfig,
-            logic: F,
-        ) -> StreamVec<'s, T, D>
-        where
-            R: ExchangeData + Clone,
-            D: Clone + 'static,
-            F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
-        {
-            join_in_mode(self, right, how, small, config, TrackingMode::Der, logic)
-        }
+        params(small: Side);
+        built_by |left, right, how, config, logic| {
+            join_in_mode(TrackingMode::Der, left, right, how, small, config, logic)
+        };
     }
 }
 
@@ -116,91 +74,48 @@ pub mod ddr_join {
 
     use super::*;
 
-    /// The Ddr baseline join, `small` side broadcast.
-    ///
-    /// ```
-    /// use skewjoin_operators::ddr_join::DdrJoin;
-    /// use skewjoin_operators::{JoinConfig, JoinType, Side};
-    /// use timely::dataflow::operators::{Capture, ToStream};
-    /// use timely::dataflow::operators::capture::Extract;
-    ///
-    /// let captured = timely::example(|scope| {
-    ///     let large = (0..6u64).map(|i| (i % 2, i)).to_stream(scope).container::<Vec<_>>();
-    ///     let small = vec![(1u64, 'o'), (5, 'x')].to_stream(scope).container::<Vec<_>>();
-    ///     large
-    ///         .ddr_join(small, JoinType::Full, Side::Right, &JoinConfig::new().with_partitions(3))
-    ///         .capture()
-    /// });
-    /// let rows: Vec<_> = captured.extract().into_iter().flat_map(|(_, rows)| rows).collect();
-    /// assert_eq!(rows.len(), 7);
-    /// assert!(rows.contains(&(5, None, Some('x'))));
-    /// ```
-    pub trait DdrJoin<'s, T: Timestamp, K: JoinKey, L: ExchangeData + Clone> {
-        /// Joins with `small` broadcast and calls `logic(key, left, right, out)` per output row.
-        fn ddr_join_with<R, D, F>(
-            self,
-            right: StreamVec<'s, T, (K, R)>,
-            how: JoinType,
-            small: Side,
-            config: &JoinConfig,
-            logic: F,
-        ) -> StreamVec<'s, T, D>
-        where
-            R: ExchangeData + Clone,
-            D: Clone + 'static,
-            F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static;
-
-        /// Joins with `small` broadcast and emits `(key, left, right)` rows.
-        fn ddr_join<R>(
-            self,
-            right: StreamVec<'s, T, (K, R)>,
-            how: JoinType,
-            small: Side,
-            config: &JoinConfig,
-        ) -> StreamVec<'s, T, JoinedRow<K, L, R>>
-        where
-            R: ExchangeData + Clone,
-            Self: Sized,
-        {
-            self.ddr_join_with(right, how, small, config, |key, left, right, out| {
-                out.push((key.clone(), left.cloned(), right.cloned()))
-            })
+    join_extension! {
+        /// The Ddr baseline join, `small` side broadcast.
+        ///
+        /// ```
+        /// use skewjoin_operators::ddr_join::DdrJoin;
+        /// use skewjoin_operators::{JoinConfig, JoinType, Side};
+        /// use timely::dataflow::operators::{Capture, ToStream};
+        /// use timely::dataflow::operators::capture::Extract;
+        ///
+        /// let captured = timely::example(|scope| {
+        ///     let large = (0..6u64).map(|i| (i % 2, i)).to_stream(scope).container::<Vec<_>>();
+        ///     let small = vec![(1u64, 'o'), (5, 'x')].to_stream(scope).container::<Vec<_>>();
+        ///     large
+        ///         .ddr_join(small, JoinType::Full, Side::Right, &JoinConfig::new().with_partitions(3))
+        ///         .capture()
+        /// });
+        /// let rows: Vec<_> = captured.extract().into_iter().flat_map(|(_, rows)| rows).collect();
+        /// assert_eq!(rows.len(), 7);
+        /// assert!(rows.contains(&(5, None, Some('x'))));
+        /// ```
+        pub trait DdrJoin {
+            /// Joins with `small` broadcast and calls `logic(key, left, right, out)` per output row.
+            fn ddr_join_with;
+            /// Joins with `small` broadcast and emits `(key, left, right)` rows.
+            fn ddr_join;
         }
-    }
-
-    impl<'s, T, K, L> DdrJoin<'s, T, K, L> for StreamVec<'s, T, (K, L)>
-    where
-        T: Timestamp,
-        K: JoinKey,
-        L: ExchangeData + Clone,
-    {
-        fn ddr_join_with<R, D, F>(
-            self,
-            right: StreamVec<'s, T, (K, R)>,
-            how: JoinType,
-            small: Side,
-            config: &JoinConfig,
-            logic: F,
-        ) -> StreamVec<'s, T, D>
-        where
-            R: ExchangeData + Clone,
-            D: Clone + 'static,
-            F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
-        {
-            join_in_mode(self, right, how, small, config, TrackingMode::Ddr, logic)
-        }
+        params(small: Side);
+        built_by |left, right, how, config, logic| {
+            join_in_mode(TrackingMode::Ddr, left, right, how, small, config, logic)
+        };
     }
 }
 
 /// Joins `left` and `right` with `small` broadcast and its matches tracked in `mode`; every
 /// record's home is the next of its worker's partitions, so the large side stays.
 fn join_in_mode<'s, T, K, L, R, D, F>(
+    mode: TrackingMode,
     left: StreamVec<'s, T, (K, L)>,
     right: StreamVec<'s, T, (K, R)>,
     how: JoinType,
     small: Side,
     config: &JoinConfig,
-    mode: TrackingMode,
     logic: F,
 ) -> StreamVec<'s, T, D>
 where
@@ -209,14 +124,14 @@ where
     L: ExchangeData + Clone,
     R: ExchangeData + Clone,
     D: Clone + 'static,
-    F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
+    F: JoinLogic<K, L, R, D> + 'static,
 {
     let scope = left.scope();
     let partitioning = config.partitioning(scope.peers());
     let mut spread_left = RoundRobin::local(&partitioning, scope.index());
     let mut spread_right = spread_left.clone();
-    let home_left: HomeFn<K, L> = Box::new(move |_, _| spread_left.next_partition());
-    let home_right: HomeFn<K, R> = Box::new(move |_, _| spread_right.next_partition());
+    let home_left = move |_: &K, _: &L| spread_left.next_partition();
+    let home_right = move |_: &K, _: &R| spread_right.next_partition();
     baseline_join(
         left,
         right,

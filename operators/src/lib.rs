@@ -98,6 +98,7 @@ pub mod broadcast_join;
 pub mod buckets;
 pub mod config;
 pub mod error;
+mod extension;
 pub mod hash;
 pub mod heavy_hitters;
 pub mod ib_join;

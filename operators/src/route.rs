@@ -25,6 +25,17 @@ pub enum Route {
     Drop,
 }
 
+impl Route {
+    /// The partition of a record that goes to one; `None` for one broadcast or dropped.
+    #[inline]
+    pub fn single(self) -> Option<u32> {
+        match self {
+            Route::To(partition) => Some(partition),
+            Route::Broadcast | Route::Drop => None,
+        }
+    }
+}
+
 /// A routed record: its destination and the `(key, value)` pair.
 pub type Routed<K, V> = (Dest, (K, V));
 
@@ -110,39 +121,69 @@ impl RoundRobin {
     }
 }
 
-/// The Shuffle-Join rule: a key's records go to the partition of its stable hash. NULL keys
-/// match nothing, so they are spread round-robin when `keep_nulls` (the side is preserved) and
-/// dropped otherwise; hashing them would pile them all onto one partition.
+/// Where [`null_aware`] sends a record whose key is not NULL.
+#[derive(Clone, Copy, Debug)]
+pub enum Destination {
+    /// To its home partition, where the record stays (the side that does not move).
+    Home,
+    /// To every partition (the broadcast side).
+    Everywhere,
+    /// To the partition of its key's stable hash (Shuffle-Join).
+    KeyHash(Partitioning),
+}
+
+/// The routing rule of every join, with SQL's NULL semantics written once: a NULL key matches
+/// nothing, so its record goes to its home (`home(key, value)`, never hashed: that would pile
+/// every NULL onto one partition) when its side keeps unmatched rows (`keep_nulls`), and is
+/// dropped otherwise; any other record goes to `others`. `home` may keep state (a round-robin).
+///
+/// ```
+/// use skewjoin_operators::route::{null_aware, Destination, Route};
+///
+/// let mut rule = null_aware(Destination::Everywhere, true, |_: &Option<u32>, _: &()| 7);
+/// assert_eq!(rule(&Some(1), &()), Route::Broadcast);
+/// assert_eq!(rule(&None, &()), Route::To(7));
+/// let mut dropping = null_aware(Destination::Home, false, |_: &Option<u32>, _: &()| 3);
+/// assert_eq!(dropping(&Some(1), &()), Route::To(3));
+/// assert_eq!(dropping(&None, &()), Route::Drop);
+/// ```
+pub fn null_aware<K: JoinKey, V>(
+    others: Destination,
+    keep_nulls: bool,
+    mut home: impl FnMut(&K, &V) -> u32 + 'static,
+) -> impl FnMut(&K, &V) -> Route + 'static {
+    move |key, value| {
+        if key.is_null() {
+            if keep_nulls {
+                Route::To(home(key, value))
+            } else {
+                Route::Drop
+            }
+        } else {
+            match others {
+                Destination::Home => Route::To(home(key, value)),
+                Destination::Everywhere => Route::Broadcast,
+                Destination::KeyHash(partitioning) => {
+                    Route::To(partitioning.partition_of_hash(key.stable_hash()))
+                }
+            }
+        }
+    }
+}
+
+/// The Shuffle-Join rule: a key's records go to the partition of its stable hash; kept NULL
+/// keys are spread round-robin over this worker's partitions (see [`null_aware`]).
 pub fn by_key_hash<K: JoinKey, V>(
     partitioning: Partitioning,
     worker: usize,
     keep_nulls: bool,
 ) -> impl FnMut(&K, &V) -> Route + 'static {
     let mut spread = RoundRobin::local(&partitioning, worker);
-    by_key_hash_with(partitioning, keep_nulls, move |_: &K, _: &V| {
-        spread.next_partition()
-    })
-}
-
-/// [`by_key_hash`], with the partition of a kept NULL-key record chosen by `null_partition`:
-/// a caller that knows where each record belongs (its home partition) keeps NULLs there, wherever
-/// the record was read.
-pub fn by_key_hash_with<K: JoinKey, V>(
-    partitioning: Partitioning,
-    keep_nulls: bool,
-    mut null_partition: impl FnMut(&K, &V) -> u32 + 'static,
-) -> impl FnMut(&K, &V) -> Route + 'static {
-    move |key, value| {
-        if key.is_null() {
-            if keep_nulls {
-                Route::To(null_partition(key, value))
-            } else {
-                Route::Drop
-            }
-        } else {
-            Route::To(partitioning.partition_of_hash(key.stable_hash()))
-        }
-    }
+    null_aware(
+        Destination::KeyHash(partitioning),
+        keep_nulls,
+        move |_: &K, _: &V| spread.next_partition(),
+    )
 }
 
 /// Like [`route`], but a record may go to several partitions, each copy with its own key: `rule`

@@ -9,81 +9,41 @@ use timely::progress::Timestamp;
 use timely::ExchangeData;
 
 use crate::config::JoinConfig;
-use crate::join_logic::{each_row, JoinLogic};
+use crate::extension::join_extension;
+use crate::join_logic::JoinLogic;
 use crate::join_type::{JoinType, Side};
 use crate::key::JoinKey;
 use crate::partitioned_join::partitioned_join;
-use crate::reference::JoinedRow;
 use crate::route::{by_key_hash, route};
 
-/// Hash-partitioned equi-join of two streams of `(key, value)` pairs.
-///
-/// ```
-/// use skewjoin_operators::{JoinConfig, JoinType, ShuffleJoin};
-/// use timely::dataflow::operators::{Capture, ToStream};
-/// use timely::dataflow::operators::capture::Extract;
-///
-/// let captured = timely::example(|scope| {
-///     let left = vec![(1u64, 'a'), (2, 'b')].to_stream(scope).container::<Vec<_>>();
-///     let right = vec![(2u64, 20), (3, 30)].to_stream(scope).container::<Vec<_>>();
-///     left.shuffle_join(right, JoinType::Full, &JoinConfig::new()).capture()
-/// });
-/// let mut rows: Vec<_> = captured.extract().into_iter().flat_map(|(_, rows)| rows).collect();
-/// rows.sort();
-/// assert_eq!(rows, vec![(1, Some('a'), None), (2, Some('b'), Some(20)), (3, None, Some(30))]);
-/// ```
-pub trait ShuffleJoin<'s, T: Timestamp, K: JoinKey, L: ExchangeData + Clone> {
-    /// Joins, calling `logic(key, left, right, out)` once per output row; `logic` pushes what the
-    /// output stream should carry into `out`.
-    fn shuffle_join_with<R, D, F>(
-        self,
-        right: StreamVec<'s, T, (K, R)>,
-        how: JoinType,
-        config: &JoinConfig,
-        logic: F,
-    ) -> StreamVec<'s, T, D>
-    where
-        R: ExchangeData + Clone,
-        D: Clone + 'static,
-        F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static;
-
-    /// Joins and emits `(key, left, right)` rows.
-    fn shuffle_join<R>(
-        self,
-        right: StreamVec<'s, T, (K, R)>,
-        how: JoinType,
-        config: &JoinConfig,
-    ) -> StreamVec<'s, T, JoinedRow<K, L, R>>
-    where
-        R: ExchangeData + Clone,
-        Self: Sized,
-    {
-        self.shuffle_join_with(right, how, config, |key, left, right, out| {
-            out.push((key.clone(), left.cloned(), right.cloned()))
-        })
+join_extension! {
+    /// Hash-partitioned equi-join of two streams of `(key, value)` pairs.
+    ///
+    /// ```
+    /// use skewjoin_operators::{JoinConfig, JoinType, ShuffleJoin};
+    /// use timely::dataflow::operators::{Capture, ToStream};
+    /// use timely::dataflow::operators::capture::Extract;
+    ///
+    /// let captured = timely::example(|scope| {
+    ///     let left = vec![(1u64, 'a'), (2, 'b')].to_stream(scope).container::<Vec<_>>();
+    ///     let right = vec![(2u64, 20), (3, 30)].to_stream(scope).container::<Vec<_>>();
+    ///     left.shuffle_join(right, JoinType::Full, &JoinConfig::new()).capture()
+    /// });
+    /// let mut rows: Vec<_> = captured.extract().into_iter().flat_map(|(_, rows)| rows).collect();
+    /// rows.sort();
+    /// assert_eq!(rows, vec![(1, Some('a'), None), (2, Some('b'), Some(20)), (3, None, Some(30))]);
+    /// ```
+    pub trait ShuffleJoin {
+        /// Joins, calling `logic(key, left, right, out)` once per output row; `logic` pushes what
+        /// the output stream should carry into `out`.
+        fn shuffle_join_with;
+        /// Joins and emits `(key, left, right)` rows.
+        fn shuffle_join;
     }
-}
-
-impl<'s, T, K, L> ShuffleJoin<'s, T, K, L> for StreamVec<'s, T, (K, L)>
-where
-    T: Timestamp,
-    K: JoinKey,
-    L: ExchangeData + Clone,
-{
-    fn shuffle_join_with<R, D, F>(
-        self,
-        right: StreamVec<'s, T, (K, R)>,
-        how: JoinType,
-        config: &JoinConfig,
-        logic: F,
-    ) -> StreamVec<'s, T, D>
-    where
-        R: ExchangeData + Clone,
-        D: Clone + 'static,
-        F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
-    {
-        shuffle_join_logic(self, right, how, config, each_row(logic))
-    }
+    params();
+    built_by |left, right, how, config, logic| {
+        shuffle_join_logic(left, right, how, config, logic)
+    };
 }
 
 /// [`ShuffleJoin::shuffle_join_with`] handing output rows to [`JoinLogic`], which may take a hot

@@ -52,15 +52,15 @@ use timely::order::Product;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
-use crate::config::JoinConfig;
-use crate::join_logic::{each_row, JoinLogic};
+use crate::extension::join_extension;
+use crate::join_logic::JoinLogic;
 use crate::join_type::{JoinType, Side};
 use crate::kernel::GROUP_PIECE;
 use crate::key::JoinKey;
 use crate::load::LoadRecorder;
 use crate::partition::Partitioning;
 use crate::partitioned_join::{OUTPUT_BATCH, OUTPUT_BUDGET};
-use crate::reference::JoinedRow;
+use crate::route::{null_aware, Destination, Route};
 
 /// Tree-Join's shape: leaf size `c` and fan-out `f`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -131,62 +131,19 @@ fn whole_ring(partitioning: &Partitioning, partition: u32) -> (u64, u64) {
 /// rows output.
 type Pending<T, K, L, R> = ((Capability<T>, Capability<T>), Vec<Entry<K, L, R>>);
 
-/// Tree-Join as an extension trait on streams of `(key, value)` pairs.
-pub trait TreeJoin<'s, T: Timestamp, K: JoinKey, L: ExchangeData + Clone> {
-    /// Joins, calling `logic(key, left, right, out)` once per output row.
-    fn tree_join_with<R, D, F>(
-        self,
-        right: StreamVec<'s, T, (K, R)>,
-        how: JoinType,
-        params: TreeParams,
-        config: &JoinConfig,
-        logic: F,
-    ) -> StreamVec<'s, T, D>
-    where
-        R: ExchangeData + Clone,
-        D: Clone + 'static,
-        F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static;
-
-    /// Joins and emits `(key, left, right)` rows.
-    fn tree_join<R>(
-        self,
-        right: StreamVec<'s, T, (K, R)>,
-        how: JoinType,
-        params: TreeParams,
-        config: &JoinConfig,
-    ) -> StreamVec<'s, T, JoinedRow<K, L, R>>
-    where
-        R: ExchangeData + Clone,
-        Self: Sized,
-    {
-        self.tree_join_with(right, how, params, config, |key, left, right, out| {
-            out.push((key.clone(), left.cloned(), right.cloned()))
-        })
+join_extension! {
+    /// Tree-Join as an extension trait on streams of `(key, value)` pairs.
+    pub trait TreeJoin {
+        /// Joins, calling `logic(key, left, right, out)` once per output row.
+        fn tree_join_with;
+        /// Joins and emits `(key, left, right)` rows.
+        fn tree_join;
     }
-}
-
-impl<'s, T, K, L> TreeJoin<'s, T, K, L> for StreamVec<'s, T, (K, L)>
-where
-    T: Timestamp,
-    K: JoinKey,
-    L: ExchangeData + Clone,
-{
-    fn tree_join_with<R, D, F>(
-        self,
-        right: StreamVec<'s, T, (K, R)>,
-        how: JoinType,
-        params: TreeParams,
-        config: &JoinConfig,
-        logic: F,
-    ) -> StreamVec<'s, T, D>
-    where
-        R: ExchangeData + Clone,
-        D: Clone + 'static,
-        F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
-    {
-        let partitioning = config.partitioning(self.scope().peers());
+    params(params: TreeParams);
+    built_by |left, right, how, config, logic| {
+        let partitioning = config.partitioning(left.scope().peers());
         tree_join(
-            self,
+            left,
             right,
             how,
             partitioning,
@@ -194,9 +151,9 @@ where
             |_: &K| None,
             config.loads.clone(),
             TreeRounds::new(),
-            each_row(logic),
+            logic,
         )
-    }
+    };
 }
 
 /// Tree-Join of `left` and `right` over `partitioning`, counting load into `loads` and rounds
@@ -236,28 +193,28 @@ where
     let leaf = params.leaf.max(1) as usize;
     let fanout = params.fanout.max(2) as usize;
 
-    // Singleton entries on the partition of their key's hash. NULL keys match nothing: they are
-    // dropped unless kept, and then spread, since they never group.
-    let keep_left = how.keeps_unmatched(Side::Left);
-    let keep_right = how.keeps_unmatched(Side::Right);
-    let mut spread_left = worker as u64;
-    let place_left = place.clone();
+    // Singleton entries, each on its round-0 partition.
+    let mut home_left = round_zero(
+        partitioning,
+        worker,
+        how.keeps_unmatched(Side::Left),
+        place.clone(),
+    );
     let left = left.flat_map(move |(key, value)| {
-        let partition = place_left(&key)
-            .unwrap_or_else(|| entry_partition(&partitioning, &key, &mut spread_left));
-        (keep_left || !key.is_null()).then(|| {
-            let arc = whole_ring(&partitioning, partition);
-            (partition, key, arc, vec![value], Vec::new())
-        })
+        let partition = home_left(&key, &value).single()?;
+        let arc = whole_ring(&partitioning, partition);
+        Some((partition, key, arc, vec![value], Vec::new()))
     });
-    let mut spread_right = worker as u64;
+    let mut home_right = round_zero(
+        partitioning,
+        worker,
+        how.keeps_unmatched(Side::Right),
+        place,
+    );
     let right = right.flat_map(move |(key, value)| {
-        let partition =
-            place(&key).unwrap_or_else(|| entry_partition(&partitioning, &key, &mut spread_right));
-        (keep_right || !key.is_null()).then(|| {
-            let arc = whole_ring(&partitioning, partition);
-            (partition, key, arc, Vec::new(), vec![value])
-        })
+        let partition = home_right(&key, &value).single()?;
+        let arc = whole_ring(&partitioning, partition);
+        Some((partition, key, arc, Vec::new(), vec![value]))
     });
 
     scope.iterative::<u32, _, _>(|inner| {
@@ -434,6 +391,21 @@ struct Round<T: Timestamp, K, L, R> {
     done: usize,
 }
 
+/// Where a record's round-0 entry goes: to the partition `place` chooses, else that of its key's
+/// hash. NULL keys match nothing: they are dropped unless kept (`keep_nulls`), and then spread,
+/// since they never group.
+fn round_zero<K: JoinKey, V>(
+    partitioning: Partitioning,
+    worker: usize,
+    keep_nulls: bool,
+    place: impl Fn(&K) -> Option<u32> + 'static,
+) -> impl FnMut(&K, &V) -> Route + 'static {
+    let mut spread = worker as u64;
+    null_aware(Destination::Home, keep_nulls, move |key: &K, _: &V| {
+        place(key).unwrap_or_else(|| entry_partition(&partitioning, key, &mut spread))
+    })
+}
+
 /// The partition of a key's round-0 entry: its hash's, or round-robin for NULL keys.
 fn entry_partition<K: JoinKey>(partitioning: &Partitioning, key: &K, spread: &mut u64) -> u32 {
     if key.is_null() {
@@ -537,7 +509,8 @@ fn cut<V>(list: Vec<V>, parts: usize) -> Vec<Vec<V>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::nested_loop_join;
+    use crate::join_logic::each_row;
+    use crate::reference::{nested_loop_join, JoinedRow};
     use std::sync::{Arc, Mutex};
     use timely::dataflow::operators::{Inspect, ToStream};
 

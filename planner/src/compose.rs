@@ -6,12 +6,11 @@
 //! the per-partition figures independent of the worker count: the browser build, with one worker
 //! hosting every partition, reports exactly what a native run does.
 
-use skewjoin_operators::broadcast_join::broadcast_all;
 use skewjoin_operators::ib_join::{baseline_join, ib_join_in_place, TrackingMode};
 use skewjoin_operators::join_logic::JoinLogic;
 use skewjoin_operators::partitioned_join::partitioned_join;
 use skewjoin_operators::range_pact::{plan_tables, route_by_ranges, RangeObserver};
-use skewjoin_operators::route::{by_key_hash_with, route, Route, Routed};
+use skewjoin_operators::route::{null_aware, route, Destination, Routed};
 use skewjoin_operators::sample::{sample_summaries, SampleConfig};
 use skewjoin_operators::tree_join::tree_join;
 use skewjoin_operators::{JoinKey, JoinType, Partitioning, Side};
@@ -45,7 +44,7 @@ pub fn build_join<'s, T, K, L, R, D, F>(
     homes: (Home<K, L>, Home<K, R>),
     planning: Option<AmPlanning<K>>,
     observers: &Observers<K>,
-    mut logic: F,
+    logic: F,
 ) -> StreamVec<'s, T, D>
 where
     T: Timestamp,
@@ -64,8 +63,8 @@ where
             let left = route(
                 left,
                 "ShuffleLeft",
-                by_key_hash_with(
-                    partitioning,
+                null_aware(
+                    Destination::KeyHash(partitioning),
                     how.keeps_unmatched(Side::Left),
                     move |k, v| home_left(k, v),
                 ),
@@ -73,8 +72,8 @@ where
             let right = route(
                 right,
                 "ShuffleRight",
-                by_key_hash_with(
-                    partitioning,
+                null_aware(
+                    Destination::KeyHash(partitioning),
                     how.keeps_unmatched(Side::Right),
                     move |k, v| home_right(k, v),
                 ),
@@ -82,18 +81,24 @@ where
             partitioned_join(left, right, how, partitioning, loads, logic)
         }
         Resolved::Broadcast { side } => {
-            let keep_left = how.keeps_unmatched(Side::Left);
-            let keep_right = how.keeps_unmatched(Side::Right);
-            let (left, right) = match side {
-                Side::Right => (
-                    route(left, "StayLeft", stay_home(home_left, keep_left)),
-                    route(right, "BroadcastRight", broadcast_all),
-                ),
-                Side::Left => (
-                    route(left, "BroadcastLeft", broadcast_all),
-                    route(right, "StayRight", stay_home(home_right, keep_right)),
-                ),
+            let (left_to, right_to) = match side {
+                Side::Right => (Destination::Home, Destination::Everywhere),
+                Side::Left => (Destination::Everywhere, Destination::Home),
             };
+            let left = route(
+                left,
+                "BroadcastJoinLeft",
+                null_aware(left_to, how.keeps_unmatched(Side::Left), move |k, v| {
+                    home_left(k, v)
+                }),
+            );
+            let right = route(
+                right,
+                "BroadcastJoinRight",
+                null_aware(right_to, how.keeps_unmatched(Side::Right), move |k, v| {
+                    home_right(k, v)
+                }),
+            );
             partitioned_join(left, right, how, partitioning, loads, logic)
         }
         Resolved::Vprp(settings) | Resolved::VprpT(settings) => {
@@ -117,8 +122,8 @@ where
             small,
             partitioning,
             (
-                Box::new(move |k: &K, v: &L| home_left(k, v)),
-                Box::new(move |k: &K, v: &R| home_right(k, v)),
+                move |k: &K, v: &L| home_left(k, v),
+                move |k: &K, v: &R| home_right(k, v),
             ),
             loads,
             logic,
@@ -136,13 +141,11 @@ where
                 mode,
                 partitioning,
                 (
-                    Box::new(move |k: &K, v: &L| home_left(k, v)),
-                    Box::new(move |k: &K, v: &R| home_right(k, v)),
+                    move |k: &K, v: &L| home_left(k, v),
+                    move |k: &K, v: &R| home_right(k, v),
                 ),
                 loads,
-                move |k: &K, l: Option<&L>, r: Option<&R>, out: &mut Vec<D>| {
-                    logic.row(k, l, r, out)
-                },
+                logic,
             )
         }
         Resolved::Am { params } => am_join(
@@ -238,15 +241,4 @@ where
             observer.clone(),
         ),
     )
-}
-
-/// Leaves each record in its home partition; NULL keys that no output keeps are dropped.
-fn stay_home<K: JoinKey, V>(home: Home<K, V>, keep_nulls: bool) -> impl FnMut(&K, &V) -> Route {
-    move |key, value| {
-        if key.is_null() && !keep_nulls {
-            Route::Drop
-        } else {
-            Route::To(home(key, value))
-        }
-    }
 }

@@ -9,14 +9,13 @@ use timely::ExchangeData;
 
 use super::dataflow::ib_with_home;
 use super::index::by_key_and_id;
-use super::rules::{tagged_rule, HomeFn};
 use super::tracking::TrackingMode;
-use crate::join_logic::each_row;
+use crate::join_logic::{each_row, JoinLogic};
 use crate::join_type::{JoinType, Side};
 use crate::key::JoinKey;
 use crate::load::LoadRecorder;
 use crate::partition::Partitioning;
-use crate::route::route;
+use crate::route::{null_aware, route, Destination};
 
 /// The DER or DDR baseline (`mode`) over unrouted inputs: small rows are tagged with a row id
 /// unique across workers (`sequence * W + worker`, so every worker orders a key's rows the same
@@ -24,14 +23,14 @@ use crate::route::route;
 /// NULL-keyed rows, when kept, to `home_small`. IB-Join itself needs no row ids: use
 /// [`ib_join_routed`](crate::ib_join::ib_join_routed) for [`TrackingMode::Ib`].
 #[allow(clippy::too_many_arguments)]
-pub fn baseline_join<'s, T, K, L, R, D, F>(
+pub fn baseline_join<'s, T, K, L, R, HL, HR, D, F>(
     left: StreamVec<'s, T, (K, L)>,
     right: StreamVec<'s, T, (K, R)>,
     how: JoinType,
     small: Side,
     mode: TrackingMode,
     partitioning: Partitioning,
-    homes: (HomeFn<K, L>, HomeFn<K, R>),
+    homes: (HL, HR),
     loads: LoadRecorder,
     mut logic: F,
 ) -> StreamVec<'s, T, D>
@@ -40,15 +39,25 @@ where
     K: JoinKey,
     L: ExchangeData + Clone,
     R: ExchangeData + Clone,
+    HL: FnMut(&K, &L) -> u32 + 'static,
+    HR: FnMut(&K, &R) -> u32 + 'static,
     D: Clone + 'static,
-    F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
+    F: JoinLogic<K, L, R, D> + 'static,
 {
-    let (home_left, home_right) = homes;
+    let (mut home_left, mut home_right) = homes;
     let keep_left = how.keeps_unmatched(Side::Left);
     let keep_right = how.keeps_unmatched(Side::Right);
     match small {
         Side::Left => ib_with_home(
-            route(tag_rows(left), "TagLeft", tagged_rule(home_left, keep_left)),
+            route(
+                tag_rows(left),
+                "TagLeft",
+                null_aware(
+                    Destination::Everywhere,
+                    keep_left,
+                    move |k, v: &(u64, L)| home_left(k, &v.1),
+                ),
+            ),
             right,
             home_right,
             keep_right,
@@ -60,7 +69,7 @@ where
             loads,
             each_row(
                 move |key: &K, s: Option<&(u64, L)>, g: Option<&R>, out: &mut Vec<D>| {
-                    logic(key, s.map(|s| &s.1), g, out)
+                    logic.row(key, s.map(|s| &s.1), g, out)
                 },
             ),
         ),
@@ -68,7 +77,11 @@ where
             route(
                 tag_rows(right),
                 "TagRight",
-                tagged_rule(home_right, keep_right),
+                null_aware(
+                    Destination::Everywhere,
+                    keep_right,
+                    move |k, v: &(u64, R)| home_right(k, &v.1),
+                ),
             ),
             left,
             home_left,
@@ -81,7 +94,7 @@ where
             loads,
             each_row(
                 move |key: &K, s: Option<&(u64, R)>, g: Option<&L>, out: &mut Vec<D>| {
-                    logic(key, g, s.map(|s| &s.1), out)
+                    logic.row(key, g, s.map(|s| &s.1), out)
                 },
             ),
         ),

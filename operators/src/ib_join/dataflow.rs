@@ -13,22 +13,21 @@ use timely::ExchangeData;
 use super::large_input::{in_place_large, routed_large, LargeInput};
 use super::owners::owned_rows;
 use super::probe::{probe, SharedIndexes};
-use super::rules::{home_rule, HomeFn};
 use super::tracking::{Tracking, TrackingMode};
 use crate::join_logic::JoinLogic;
 use crate::join_type::{JoinType, Side};
 use crate::key::JoinKey;
 use crate::load::LoadRecorder;
 use crate::partition::Partitioning;
-use crate::route::{route, Routed};
+use crate::route::{null_aware, route, Destination, Routed};
 
 /// [`ib_core`] with the large side kept in place when every worker hosts a partition, and
 /// exchanged to `home` otherwise.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn ib_with_home<'s, T, K, S, G, D, F>(
+pub(super) fn ib_with_home<'s, T, K, S, G, H, D, F>(
     small_routed: StreamVec<'s, T, Routed<K, S>>,
     large: StreamVec<'s, T, (K, G)>,
-    home: HomeFn<K, G>,
+    home: H,
     keep_large: bool,
     how: JoinType,
     small: Side,
@@ -43,6 +42,7 @@ where
     K: JoinKey,
     S: ExchangeData + Clone,
     G: ExchangeData + Clone,
+    H: FnMut(&K, &G) -> u32 + 'static,
     D: Clone + 'static,
     F: JoinLogic<K, S, G, D> + 'static,
 {
@@ -59,7 +59,11 @@ where
             logic,
         )
     } else {
-        let routed = route(large, "StayLarge", home_rule(home, keep_large));
+        let routed = route(
+            large,
+            "StayLarge",
+            null_aware(Destination::Home, keep_large, home),
+        );
         ib_core(
             small_routed,
             routed_large(routed),

@@ -5,9 +5,8 @@ use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
-use super::rules::HomeFn;
 use crate::key::JoinKey;
-use crate::route::Routed;
+use crate::route::{null_aware, Destination, Routed};
 
 /// The large side of [`ib_core`](super::dataflow::ib_core): records of type `X` arriving
 /// through `pact`, `place(record)` naming the local partition each is counted under (`None`: it
@@ -53,15 +52,14 @@ pub(super) fn routed_large<'s, T: Timestamp, K: JoinKey, G: ExchangeData>(
 #[allow(clippy::type_complexity)]
 pub(super) fn in_place_large<'s, T: Timestamp, K: JoinKey, G: ExchangeData>(
     stream: StreamVec<'s, T, (K, G)>,
-    mut home: HomeFn<K, G>,
+    home: impl FnMut(&K, &G) -> u32 + 'static,
     keep_nulls: bool,
 ) -> LargeInput<'s, T, K, G, (K, G), Pipeline, impl FnMut(&(K, G)) -> Option<u32> + 'static> {
+    let mut rule = null_aware(Destination::Home, keep_nulls, home);
     LargeInput {
         stream,
         pact: Pipeline,
-        place: move |(key, value): &(K, G)| {
-            (keep_nulls || !key.is_null()).then(|| home(key, value))
-        },
+        place: move |(key, value): &(K, G)| rule(key, value).single(),
         view: |record| (&record.0, &record.1),
     }
 }

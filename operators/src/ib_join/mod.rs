@@ -28,125 +28,77 @@ mod index;
 mod large_input;
 mod owners;
 mod probe;
-mod rules;
 mod tracking;
 
 pub use baseline::baseline_join;
-pub use rules::{index_rule, HomeFn};
 pub use tracking::{id_range, MatchSet, TrackPayload, TrackingMode, MESSAGE_HEADER_BYTES};
 
 use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
-use crate::config::JoinConfig;
+use crate::extension::join_extension;
 use crate::join_logic::{each_row, JoinLogic, Swapped};
 use crate::join_type::{JoinType, Side};
 use crate::key::JoinKey;
 use crate::load::LoadRecorder;
 use crate::partition::Partitioning;
-use crate::reference::JoinedRow;
-use crate::route::{route, RoundRobin, Routed};
+use crate::route::{null_aware, route, Destination, RoundRobin, Routed};
 use dataflow::{ib_core, ib_with_home};
 use index::by_key;
 use large_input::routed_large;
-use rules::index_rule_mut;
 
-/// An equi-join that broadcasts the small side as a key index and tracks its matches by key id.
-///
-/// ```
-/// use skewjoin_operators::{IbJoin, JoinConfig, JoinType, Side};
-/// use timely::dataflow::operators::{Capture, ToStream};
-/// use timely::dataflow::operators::capture::Extract;
-///
-/// let captured = timely::example(|scope| {
-///     let large = (0..6u64).map(|i| (i % 2, i)).to_stream(scope).container::<Vec<_>>();
-///     let small = vec![(1u64, 'o'), (5, 'x')].to_stream(scope).container::<Vec<_>>();
-///     // A full join preserves the broadcast side: key 5 matches nothing and comes out padded.
-///     large
-///         .ib_join(small, JoinType::Full, Side::Right, &JoinConfig::new())
-///         .capture()
-/// });
-/// let rows: Vec<_> = captured.extract().into_iter().flat_map(|(_, rows)| rows).collect();
-/// assert_eq!(rows.len(), 7);
-/// assert!(rows.contains(&(5, None, Some('x'))));
-/// ```
-pub trait IbJoin<'s, T: Timestamp, K: JoinKey, L: ExchangeData + Clone> {
-    /// Joins with `small` as the broadcast side and calls `logic(key, left, right, out)` once
-    /// per output row.
-    fn ib_join_with<R, D, F>(
-        self,
-        right: StreamVec<'s, T, (K, R)>,
-        how: JoinType,
-        small: Side,
-        config: &JoinConfig,
-        logic: F,
-    ) -> StreamVec<'s, T, D>
-    where
-        R: ExchangeData + Clone,
-        D: Clone + 'static,
-        F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static;
-
-    /// Joins with `small` as the broadcast side and emits `(key, left, right)` rows.
-    fn ib_join<R>(
-        self,
-        right: StreamVec<'s, T, (K, R)>,
-        how: JoinType,
-        small: Side,
-        config: &JoinConfig,
-    ) -> StreamVec<'s, T, JoinedRow<K, L, R>>
-    where
-        R: ExchangeData + Clone,
-        Self: Sized,
-    {
-        self.ib_join_with(right, how, small, config, |key, left, right, out| {
-            out.push((key.clone(), left.cloned(), right.cloned()))
-        })
+join_extension! {
+    /// An equi-join that broadcasts the small side as a key index and tracks its matches by key id.
+    ///
+    /// ```
+    /// use skewjoin_operators::{IbJoin, JoinConfig, JoinType, Side};
+    /// use timely::dataflow::operators::{Capture, ToStream};
+    /// use timely::dataflow::operators::capture::Extract;
+    ///
+    /// let captured = timely::example(|scope| {
+    ///     let large = (0..6u64).map(|i| (i % 2, i)).to_stream(scope).container::<Vec<_>>();
+    ///     let small = vec![(1u64, 'o'), (5, 'x')].to_stream(scope).container::<Vec<_>>();
+    ///     // A full join preserves the broadcast side: key 5 matches nothing and comes out padded.
+    ///     large
+    ///         .ib_join(small, JoinType::Full, Side::Right, &JoinConfig::new())
+    ///         .capture()
+    /// });
+    /// let rows: Vec<_> = captured.extract().into_iter().flat_map(|(_, rows)| rows).collect();
+    /// assert_eq!(rows.len(), 7);
+    /// assert!(rows.contains(&(5, None, Some('x'))));
+    /// ```
+    pub trait IbJoin {
+        /// Joins with `small` as the broadcast side and calls `logic(key, left, right, out)` once
+        /// per output row.
+        fn ib_join_with;
+        /// Joins with `small` as the broadcast side and emits `(key, left, right)` rows.
+        fn ib_join;
     }
-}
-
-impl<'s, T, K, L> IbJoin<'s, T, K, L> for StreamVec<'s, T, (K, L)>
-where
-    T: Timestamp,
-    K: JoinKey,
-    L: ExchangeData + Clone,
-{
-    fn ib_join_with<R, D, F>(
-        self,
-        right: StreamVec<'s, T, (K, R)>,
-        how: JoinType,
-        small: Side,
-        config: &JoinConfig,
-        logic: F,
-    ) -> StreamVec<'s, T, D>
-    where
-        R: ExchangeData + Clone,
-        D: Clone + 'static,
-        F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
-    {
-        let scope = self.scope();
+    params(small: Side);
+    built_by |left, right, how, config, logic| {
+        let scope = left.scope();
         let partitioning = config.partitioning(scope.peers());
-        // Each record's home is the next of this worker's partitions: the large side stays.
         let mut spread_left = RoundRobin::local(&partitioning, scope.index());
         let mut spread_right = spread_left.clone();
         ib_join_in_place(
-            self,
+            left,
             right,
             how,
             small,
             partitioning,
             (
-                Box::new(move |_, _| spread_left.next_partition()),
-                Box::new(move |_, _| spread_right.next_partition()),
+                move |_: &K, _: &L| spread_left.next_partition(),
+                move |_: &K, _: &R| spread_right.next_partition(),
             ),
             config.loads.clone(),
-            each_row(logic),
+            logic,
         )
-    }
+    };
 }
 
 /// IB-Join over routed inputs: the `small` side must be broadcast (its NULL-keyed rows, if kept,
-/// routed to a partition; see [`index_rule`]), the other side routed to partitions (any rule:
+/// routed to a partition; see [`null_aware`]), the other side routed to partitions (any rule:
 /// each large record is probed where it lands).
 pub fn ib_join_routed<'s, T, K, L, R, D, F>(
     left: StreamVec<'s, T, Routed<K, L>>,
@@ -198,13 +150,13 @@ where
 /// as they do when every worker feeds the rows of its own partitions. With fewer partitions
 /// than workers some workers host none, and their large records are exchanged to their homes.
 #[allow(clippy::too_many_arguments)]
-pub fn ib_join_in_place<'s, T, K, L, R, D, F>(
+pub fn ib_join_in_place<'s, T, K, L, R, HL, HR, D, F>(
     left: StreamVec<'s, T, (K, L)>,
     right: StreamVec<'s, T, (K, R)>,
     how: JoinType,
     small: Side,
     partitioning: Partitioning,
-    homes: (HomeFn<K, L>, HomeFn<K, R>),
+    homes: (HL, HR),
     loads: LoadRecorder,
     logic: F,
 ) -> StreamVec<'s, T, D>
@@ -213,10 +165,12 @@ where
     K: JoinKey,
     L: ExchangeData + Clone,
     R: ExchangeData + Clone,
+    HL: FnMut(&K, &L) -> u32 + 'static,
+    HR: FnMut(&K, &R) -> u32 + 'static,
     D: Clone + 'static,
     F: JoinLogic<K, L, R, D> + 'static,
 {
-    let (mut home_left, mut home_right) = homes;
+    let (home_left, home_right) = homes;
     let keep_left = how.keeps_unmatched(Side::Left);
     let keep_right = how.keeps_unmatched(Side::Right);
     match small {
@@ -224,7 +178,7 @@ where
             route(
                 left,
                 "IndexLeft",
-                index_rule_mut(move |k: &K, v: &L| home_left(k, v), keep_left),
+                null_aware(Destination::Everywhere, keep_left, home_left),
             ),
             right,
             home_right,
@@ -241,7 +195,7 @@ where
             route(
                 right,
                 "IndexRight",
-                index_rule_mut(move |k: &K, v: &R| home_right(k, v), keep_right),
+                null_aware(Destination::Everywhere, keep_right, home_right),
             ),
             left,
             home_left,
