@@ -15,8 +15,8 @@ use skewjoin_operators::kernel::{hash_join, local_join_logic};
 use skewjoin_operators::range_pact::RangeTable;
 use skewjoin_operators::tree_join::TreeParams;
 use skewjoin_operators::{JoinLogic, JoinType};
+use skewjoin_planner::count_sink::CountSink;
 use skewjoin_planner::exec::{execute, JoinJob};
-use skewjoin_planner::exec_local::CountSink;
 use skewjoin_planner::Resolved;
 
 /// Build and probe of uniform keys (about one output row per input row): 1M x 1M, whose one

@@ -46,6 +46,8 @@
 
 use std::collections::HashMap;
 
+use skewjoin_operators::JoinType;
+
 pub mod pavlo;
 
 /// Largest supported key domain. Permutations are stored as `u32` (halving
@@ -189,6 +191,20 @@ pub struct JoinCounts {
 }
 
 impl JoinCounts {
+    /// The output rows of join type `how`.
+    pub fn rows(&self, how: JoinType) -> u64 {
+        match how {
+            JoinType::Inner => self.inner,
+            JoinType::Left => self.left,
+            JoinType::Right => self.right,
+            JoinType::Full => self.full,
+            JoinType::LeftSemi => self.left_semi,
+            JoinType::LeftAnti => self.left_anti,
+            JoinType::RightSemi => self.right_semi,
+            JoinType::RightAnti => self.right_anti,
+        }
+    }
+
     /// Counts join outputs from per-key multiplicities, in time linear in the
     /// inputs (the inner join itself can reach 10^12 rows).
     ///

@@ -162,6 +162,26 @@ pub struct ClusterOutput<S> {
     pub elapsed: Duration,
 }
 
+impl<S> ClusterOutput<S> {
+    /// The same output with each worker's summary made a `T`: runs whose sinks differ report
+    /// alike.
+    pub fn map_summaries<T>(self, f: impl Fn(S) -> T) -> ClusterOutput<T> {
+        ClusterOutput {
+            resolved: self.resolved,
+            facts: self.facts,
+            whole_cluster: self.whole_cluster,
+            loads: self.loads,
+            summaries: self
+                .summaries
+                .into_iter()
+                .map(|(worker, summary)| (worker, f(summary)))
+                .collect(),
+            report: self.report,
+            elapsed: self.elapsed,
+        }
+    }
+}
+
 /// One worker's result, as gathered on worker 0. The strategy report travels as JSON: its serde
 /// form skips absent parts, which timely's binary encoding cannot represent.
 type WorkerResult<S> = (

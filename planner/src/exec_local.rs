@@ -31,13 +31,12 @@
 //! assert_eq!(output.loads.total_output(), 2);
 //! ```
 
-use skewjoin_operators::hash::pair_checksum;
 use skewjoin_operators::{JoinKey, LoadReport, Partitioning};
 use timely::communication::allocator::{Allocator, Thread};
 use timely::worker::Worker;
 use timely::WorkerConfig;
 
-use crate::exec::{row_ref, run_worker, JoinJob, MemoryFeed, PairSink, RowHomes, RowRef};
+use crate::exec::{row_ref, run_worker, JoinJob, MemoryFeed, PairSink, RowHomes};
 use crate::report::StrategyReport;
 
 /// What a single-worker run produced.
@@ -91,36 +90,13 @@ where
     })
 }
 
-/// A sink that keeps only the row count and the order-independent checksum of the output,
-/// defined as in the runtime: the wrapping sum of [`pair_checksum`] over output rows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CountSink {
-    /// Output rows so far.
-    pub rows: u64,
-    /// Their checksum so far.
-    pub checksum: u64,
-}
-
-impl PairSink for CountSink {
-    type Summary = CountSink;
-    #[inline]
-    fn emit(&mut self, left: Option<&RowRef>, right: Option<&RowRef>) {
-        self.rows += 1;
-        self.checksum = self
-            .checksum
-            .wrapping_add(pair_checksum(left.map(|row| row.1), right.map(|row| row.1)));
-    }
-    fn finish(self) -> Result<CountSink, String> {
-        Ok(self)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use skewjoin_operators::{JoinType, Key};
 
     use super::*;
     use crate::choose::choose;
+    use crate::count_sink::{CountSink, Counted};
     use crate::datagen::{generate, GenSpec};
     use crate::exec::execute;
     use crate::row_hash::table_row_hashes;
@@ -260,7 +236,7 @@ mod tests {
                 };
                 let local = execute_local(&job, CountSink::default()).unwrap();
                 assert_eq!(local.loads, LoadReport::new(3), "{how} {strategy}");
-                assert_eq!(local.summary, CountSink::default());
+                assert_eq!(local.summary, Counted::default());
             }
         }
     }

@@ -10,6 +10,8 @@
 //!   its plans made inside the dataflow, one per timestamp;
 //! - [`compose`]: builds a resolved strategy's dataflow from routes and partitioned joins;
 //! - [`exec`]: runs a planned join over in-memory keys on timely worker threads;
+//! - [`count_sink`]: the sink that counts output rows and sums their checksum, and the tally
+//!   every counting sink keeps;
 //! - [`vprp`]: VPRP's range planning from key samples;
 //! - [`exec_cluster`]: runs it on a multi-process timely cluster, each process with its own rows;
 //! - [`exec_local`]: runs the same dataflow on one hand-stepped worker (the browser build);
@@ -21,6 +23,7 @@ pub mod am_join;
 pub mod choose;
 pub mod compose;
 pub mod cost;
+pub mod count_sink;
 pub mod datagen;
 pub mod exec;
 pub mod exec_cluster;

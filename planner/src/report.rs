@@ -168,8 +168,9 @@ mod tests {
     use skewjoin_operators::JoinType;
 
     use super::*;
+    use crate::count_sink::CountSink;
     use crate::exec::{execute, JoinJob};
-    use crate::exec_local::{execute_local, CountSink};
+    use crate::exec_local::execute_local;
     use crate::strategy::VprpSettings;
 
     fn job(left: Vec<i64>, right: Vec<i64>, resolved: Resolved, workers: usize) -> JoinJob<i64> {

@@ -31,7 +31,7 @@ use crate::io::{
     OutputWriter, RowStore, Share,
 };
 use crate::output_rows::{window_pairs, OutputRows, PAD};
-use crate::tally::OutputTally;
+use skewjoin_planner::count_sink::OutputTally;
 
 /// One side of a join, loaded.
 #[derive(Clone, Debug)]

@@ -18,4 +18,3 @@ pub mod output_rows;
 pub mod plan;
 pub mod progress;
 pub mod tables;
-mod tally;

@@ -23,9 +23,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use skewjoin_operators::{JoinType, Key, PartitionLoad};
 use skewjoin_planner::choose::broadcast_limit_for_memory;
-use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
+use skewjoin_planner::count_sink::CountSink;
+use skewjoin_planner::datagen::{generate, GenSpec};
 use skewjoin_planner::exec::JoinJob;
-use skewjoin_planner::exec_local::{execute_local, CountSink};
+use skewjoin_planner::exec_local::execute_local;
 use skewjoin_planner::report::StrategyReport;
 use skewjoin_planner::row_hash::table_row_hashes;
 use skewjoin_planner::work_costs::{WorkCosts, CLUSTER_RECORD_NANOS};
@@ -231,19 +232,6 @@ fn now_ms() -> f64 {
     }
 }
 
-fn expected_rows(counts: &JoinCounts, how: JoinType) -> u64 {
-    match how {
-        JoinType::Inner => counts.inner,
-        JoinType::Left => counts.left,
-        JoinType::Right => counts.right,
-        JoinType::Full => counts.full,
-        JoinType::LeftSemi => counts.left_semi,
-        JoinType::LeftAnti => counts.left_anti,
-        JoinType::RightSemi => counts.right_semi,
-        JoinType::RightAnti => counts.right_anti,
-    }
-}
-
 /// `n` with a comma between each group of three digits: 12,407,662,170.
 fn grouped(n: u64) -> String {
     let digits = n.to_string();
@@ -411,7 +399,7 @@ impl Prepared {
 
         let start = now_ms();
         let pair = generate(&spec);
-        let expected = expected_rows(&pair.counts(), how);
+        let expected = pair.counts().rows(how);
         if work(&spec, strategies.len(), expected as f64) > MAX_WORK as f64 {
             return Err(too_much_work(how, expected, strategies.len(), &spec, false));
         }
@@ -719,7 +707,7 @@ mod tests {
             // overestimate by at most the input rows, never an underestimate.
             for how in [JoinType::Full, JoinType::LeftSemi, JoinType::RightAnti] {
                 let estimate = estimated_output_rows(&spec, how);
-                let exact = expected_rows(&exact, how) as f64;
+                let exact = exact.rows(how) as f64;
                 assert!(
                     estimate >= (1.0 - tolerance) * exact
                         && estimate <= (1.0 + tolerance) * exact + inputs,

@@ -31,7 +31,7 @@ use crate::metrics::checksum_hex;
 use crate::output_file::write_atomically;
 use crate::plan::{metrics_for, tally_stream};
 use crate::progress::Progress;
-use crate::tally::OutputTally;
+use skewjoin_planner::count_sink::CountSink;
 
 use super::config::{cluster_secret, read_hostfile};
 use super::handshake;
@@ -40,7 +40,7 @@ use super::manifest::{
     ManifestPart, MANIFEST, PROCESS_0_MARK,
 };
 use super::rows::RowEncoder;
-use super::sinks::{part_name, CountSink, PartLayout, PartSink};
+use super::sinks::{part_name, PartLayout, PartSink, WorkerSummary};
 use super::watchdog::stop_on_peer_failure;
 
 /// The strategy for the cluster-wide facts: `auto` as on one process, except that no process
@@ -362,9 +362,10 @@ pub fn join(args: JoinArgs) -> Result<()> {
             facts,
             decide,
             |_, row, hash| -> RowRef { (row, hash) },
-            move |_| CountSink(OutputTally::new(count_counter.clone())),
+            move |_| CountSink::with_progress(count_counter.clone()),
             || {},
-        ),
+        )
+        .map(|output| output.map_summaries(WorkerSummary::from)),
     };
     let remove_parts = || {
         for part in &own_parts {

@@ -9,11 +9,11 @@ use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, SortField};
 use serde::{Deserialize, Serialize};
 use skewjoin_operators::JoinType;
-use skewjoin_planner::exec::{CarriedRow, PairSink, RowValue};
+use skewjoin_planner::exec::{CarriedRow, PairSink};
 
 use crate::error::{Error, Result};
 use crate::io::{take_output, FileFormat, OutputCompression, OutputWriter, RowStore};
-use crate::tally::OutputTally;
+use skewjoin_planner::count_sink::{Counted, OutputTally};
 
 /// What one worker of a cluster run reports, gathered on process 0.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -28,35 +28,13 @@ pub struct WorkerSummary {
     pub error: Option<String>,
 }
 
-/// Counts and checksums output rows, whatever travels with them.
-pub(super) struct CountSink(pub(super) OutputTally);
-
-impl<V: RowValue> PairSink<V> for CountSink {
-    type Summary = WorkerSummary;
-
-    #[inline]
-    fn emit(&mut self, left: Option<&V>, right: Option<&V>) {
-        self.0
-            .row(left.map(RowValue::hash), right.map(RowValue::hash));
-    }
-
-    #[inline]
-    fn lefts_with<'v>(&mut self, lefts: impl ExactSizeIterator<Item = &'v V>, right: &V) {
-        self.0.lefts_with(lefts.map(RowValue::hash), right.hash());
-    }
-
-    #[inline]
-    fn left_with_rights<'v>(&mut self, left: &V, rights: impl ExactSizeIterator<Item = &'v V>) {
-        self.0
-            .left_with_rights(left.hash(), rights.map(RowValue::hash));
-    }
-
-    fn finish(self) -> std::result::Result<WorkerSummary, String> {
-        Ok(WorkerSummary {
-            rows: self.0.rows,
-            checksum: self.0.checksum,
+impl From<Counted> for WorkerSummary {
+    fn from(counted: Counted) -> WorkerSummary {
+        WorkerSummary {
+            rows: counted.rows,
+            checksum: counted.checksum,
             ..WorkerSummary::default()
-        })
+        }
     }
 }
 

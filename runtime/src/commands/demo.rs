@@ -2,8 +2,8 @@
 
 use std::time::Instant;
 
-use skewjoin_operators::{JoinType, Side};
-use skewjoin_planner::datagen::{generate, GenSpec, JoinCounts};
+use skewjoin_operators::Side;
+use skewjoin_planner::datagen::{generate, GenSpec};
 use skewjoin_planner::work_costs::WorkCosts;
 use skewjoin_planner::{choose, PlanInputs, Resolved, Strategy};
 
@@ -16,19 +16,6 @@ use crate::metrics::checksum_hex;
 use super::gen::{describe, gen_spec};
 use super::write_stdout;
 use crate::cli::checks::{check_vprp_flags, layout, parse_how, with_vprp_flags};
-
-fn expected_rows(counts: &JoinCounts, how: JoinType) -> u64 {
-    match how {
-        JoinType::Inner => counts.inner,
-        JoinType::Left => counts.left,
-        JoinType::Right => counts.right,
-        JoinType::Full => counts.full,
-        JoinType::LeftSemi => counts.left_semi,
-        JoinType::LeftAnti => counts.left_anti,
-        JoinType::RightSemi => counts.right_semi,
-        JoinType::RightAnti => counts.right_anti,
-    }
-}
 
 /// `skewjoin demo`.
 pub fn demo(args: DemoArgs) -> Result<()> {
@@ -54,7 +41,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     let start = Instant::now();
     let pair = generate(&spec);
     let counts = pair.counts();
-    let expected = expected_rows(&counts, how);
+    let expected = counts.rows(how);
     let left = to_side("left", &pair.left);
     let right = to_side("right", &pair.right);
     outln!(

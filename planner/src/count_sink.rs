@@ -1,7 +1,11 @@
-//! A worker's count of its output rows: how many, their checksum, and live progress.
+//! Counting output rows, with their checksum and live progress: [`OutputTally`], which every
+//! sink that counts keeps (the CLI's, the cluster's, the browser build's), and [`CountSink`],
+//! the sink that only counts.
 //!
-//! Every sink keeps one. A hot key's pairs arrive as groups (see
-//! [`PairSink::lefts_with`](skewjoin_planner::exec::PairSink::lefts_with)); a group is summed
+//! The checksum of a join's output is the wrapping sum of [`pair_checksum`] over its rows: it
+//! does not depend on the order rows come in, so runs on any number of workers, processes and
+//! strategies compare by it. A hot key's pairs arrive as groups (see
+//! [`PairSink::lefts_with`]); a group is summed
 //! a chunk of row hashes at a time, in a loop that runs eight pairs at once where the CPU has
 //! AVX-512 ([`GroupChecksums`]), with its total in a register: most of the output's
 //! speed.
@@ -9,17 +13,20 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use skewjoin_operators::hash::{pair_checksum, GroupChecksums};
 
+use crate::exec::{PairSink, RowValue};
+
 /// Output rows a worker produces between updates of the shared progress counter.
-pub(crate) const PROGRESS_EVERY: u64 = 1 << 20;
+pub const PROGRESS_EVERY: u64 = 1 << 20;
 
 /// Output rows counted, with their checksum (see [`pair_checksum`]).
-pub(crate) struct OutputTally {
+pub struct OutputTally {
     /// Rows counted.
-    pub(crate) rows: u64,
+    pub rows: u64,
     /// The wrapping sum of their [`pair_checksum`]s.
-    pub(crate) checksum: u64,
+    pub checksum: u64,
     /// Where live progress is counted, in steps of [`PROGRESS_EVERY`] rows.
     progress: Option<Arc<AtomicU64>>,
     /// Sums a group's checksums, its row hashes gathered for the vectorised loop.
@@ -28,7 +35,7 @@ pub(crate) struct OutputTally {
 
 impl OutputTally {
     /// Nothing counted yet.
-    pub(crate) fn new(progress: Option<Arc<AtomicU64>>) -> OutputTally {
+    pub fn new(progress: Option<Arc<AtomicU64>>) -> OutputTally {
         OutputTally {
             rows: 0,
             checksum: 0,
@@ -39,13 +46,13 @@ impl OutputTally {
 
     /// One row, by the hashes of its left and right input rows.
     #[inline]
-    pub(crate) fn row(&mut self, left: Option<u64>, right: Option<u64>) {
+    pub fn row(&mut self, left: Option<u64>, right: Option<u64>) {
         self.add(1, pair_checksum(left, right));
     }
 
     /// The pairs of every left row hashed in `lefts` with the right row hashed `right`.
     #[inline]
-    pub(crate) fn lefts_with(&mut self, lefts: impl ExactSizeIterator<Item = u64>, right: u64) {
+    pub fn lefts_with(&mut self, lefts: impl ExactSizeIterator<Item = u64>, right: u64) {
         let count = lefts.len() as u64;
         let sum = self.groups.sum_lefts(lefts, right);
         self.add(count, sum);
@@ -53,11 +60,7 @@ impl OutputTally {
 
     /// The pairs of the left row hashed `left` with every right row hashed in `rights`.
     #[inline]
-    pub(crate) fn left_with_rights(
-        &mut self,
-        left: u64,
-        rights: impl ExactSizeIterator<Item = u64>,
-    ) {
+    pub fn left_with_rights(&mut self, left: u64, rights: impl ExactSizeIterator<Item = u64>) {
         let count = rights.len() as u64;
         let sum = self.groups.sum_rights(left, rights);
         self.add(count, sum);
@@ -76,6 +79,73 @@ impl OutputTally {
                 counter.fetch_add(steps * PROGRESS_EVERY, Ordering::Relaxed);
             }
         }
+    }
+}
+
+impl Default for OutputTally {
+    fn default() -> OutputTally {
+        OutputTally::new(None)
+    }
+}
+
+/// Output rows and their checksum: what a [`CountSink`] reports (and, on a cluster, sends to
+/// process 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counted {
+    /// Output rows.
+    pub rows: u64,
+    /// Their checksum (see [`pair_checksum`]).
+    pub checksum: u64,
+}
+
+/// The sink that counts output rows and sums their checksum, whatever the rows carry.
+///
+/// ```
+/// use skewjoin_planner::count_sink::{Counted, CountSink};
+/// use skewjoin_planner::exec::{PairSink, RowRef};
+///
+/// let mut sink = CountSink::default();
+/// let (a, b): (RowRef, RowRef) = ((0, 11), (1, 22));
+/// sink.emit(Some(&a), Some(&b));
+/// sink.lefts_with([a, a].iter(), &b);
+/// let counted: Counted = PairSink::<RowRef>::finish(sink).unwrap();
+/// assert_eq!(counted.rows, 3);
+/// ```
+#[derive(Default)]
+pub struct CountSink(OutputTally);
+
+impl CountSink {
+    /// A sink that also moves `progress` on as it counts (see [`PROGRESS_EVERY`]).
+    pub fn with_progress(progress: Option<Arc<AtomicU64>>) -> CountSink {
+        CountSink(OutputTally::new(progress))
+    }
+}
+
+impl<V: RowValue> PairSink<V> for CountSink {
+    type Summary = Counted;
+
+    #[inline]
+    fn emit(&mut self, left: Option<&V>, right: Option<&V>) {
+        self.0
+            .row(left.map(RowValue::hash), right.map(RowValue::hash));
+    }
+
+    #[inline]
+    fn lefts_with<'v>(&mut self, lefts: impl ExactSizeIterator<Item = &'v V>, right: &V) {
+        self.0.lefts_with(lefts.map(RowValue::hash), right.hash());
+    }
+
+    #[inline]
+    fn left_with_rights<'v>(&mut self, left: &V, rights: impl ExactSizeIterator<Item = &'v V>) {
+        self.0
+            .left_with_rights(left.hash(), rights.map(RowValue::hash));
+    }
+
+    fn finish(self) -> Result<Counted, String> {
+        Ok(Counted {
+            rows: self.0.rows,
+            checksum: self.0.checksum,
+        })
     }
 }
 
