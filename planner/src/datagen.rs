@@ -48,6 +48,9 @@ use std::collections::HashMap;
 
 use skewjoin_operators::JoinType;
 
+use crate::error::PlanError;
+use crate::usage_err;
+
 pub mod pavlo;
 
 /// Largest supported key domain. Permutations are stored as `u32` (halving
@@ -112,29 +115,26 @@ impl GenSpec {
     ///
     /// # Errors
     ///
-    /// A message naming the offending command-line flag, so a CLI can show it
+    /// A usage error naming the offending command-line flag, so a CLI can show it
     /// verbatim: rows above [`MAX_ROWS`], `--keys` outside `1..=MAX_KEYS`,
     /// `--left-skew`/`--right-skew`
     /// negative or not finite, `--noise` outside `[0, 1]`.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PlanError> {
         for (flag, rows) in [
             ("--left-rows", self.left_rows),
             ("--right-rows", self.right_rows),
         ] {
             if rows > MAX_ROWS {
-                return Err(format!(
+                return usage_err!(
                     "{flag} (or --rows) must be at most {MAX_ROWS} rows per side, got {rows}"
-                ));
+                );
             }
         }
         if self.keys < 1 {
-            return Err(format!("--keys must be at least 1, got {}", self.keys));
+            return usage_err!("--keys must be at least 1, got {}", self.keys);
         }
         if self.keys > MAX_KEYS {
-            return Err(format!(
-                "--keys must be at most {MAX_KEYS}, got {}",
-                self.keys
-            ));
+            return usage_err!("--keys must be at most {MAX_KEYS}, got {}", self.keys);
         }
         for (flag, skew) in [
             ("--left-skew", self.left_skew),
@@ -142,14 +142,11 @@ impl GenSpec {
         ] {
             // Written so that NaN fails too.
             if !(skew.is_finite() && skew >= 0.0) {
-                return Err(format!("{flag} must be a finite number >= 0, got {skew}"));
+                return usage_err!("{flag} must be a finite number >= 0, got {skew}");
             }
         }
         if !(0.0..=1.0).contains(&self.noise) {
-            return Err(format!(
-                "--noise must be between 0 and 1, got {}",
-                self.noise
-            ));
+            return usage_err!("--noise must be between 0 and 1, got {}", self.noise);
         }
         Ok(())
     }

@@ -27,10 +27,12 @@ use timely::ExchangeData;
 use crate::am_join::params::{AmParams, Statistics};
 use crate::am_join::plan::AmPlan;
 use crate::am_join::planning::AmPlanning;
+use crate::error::PlanError;
 use crate::home::Home;
 use crate::join::SkewJoin;
 use crate::report::{Observers, StrategyReport};
 use crate::strategy::Resolved;
+use crate::usage_err;
 
 /// A row as it travels through a join: its row number and its hash (zero when the job has none).
 pub type RowRef = (u32, u64);
@@ -249,17 +251,17 @@ pub struct JoinJob<K> {
 impl<K> JoinJob<K> {
     /// Checks what the executors rely on: row numbers fit in 32 bits, hashes for every row or
     /// none, at least one partition.
-    pub(crate) fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), PlanError> {
         if self.left.len() >= u32::MAX as usize || self.right.len() >= u32::MAX as usize {
-            return Err("an input has 2^32 rows or more; split it into several files".into());
+            return usage_err!("an input has 2^32 rows or more; split it into several files");
         }
         if (!self.left_hashes.is_empty() && self.left_hashes.len() != self.left.len())
             || (!self.right_hashes.is_empty() && self.right_hashes.len() != self.right.len())
         {
-            return Err("row hashes must be given for every row or for none".into());
+            return usage_err!("row hashes must be given for every row or for none");
         }
         if self.partitions == 0 {
-            return Err("the partition count must be at least 1".into());
+            return usage_err!("the partition count must be at least 1");
         }
         Ok(())
     }
@@ -285,7 +287,7 @@ pub(crate) const FEED_CHUNK: usize = 1 << 14;
 const SEND_BATCH: usize = 1 << 10;
 
 /// Runs `job` on `job.workers` threads, giving each worker the sink `make_sink(worker)`.
-pub fn execute<K, S, M>(job: JoinJob<K>, make_sink: M) -> Result<JobOutput<S::Summary>, String>
+pub fn execute<K, S, M>(job: JoinJob<K>, make_sink: M) -> Result<JobOutput<S::Summary>, PlanError>
 where
     K: JoinKey + Sync,
     S: PairSink,
@@ -293,7 +295,7 @@ where
 {
     job.check()?;
     if job.workers == 0 {
-        return Err("the worker count must be at least 1".into());
+        return usage_err!("the worker count must be at least 1");
     }
     let partitions = job.partitions;
     let workers = job.workers;
@@ -319,17 +321,20 @@ where
     gather(guards.join(), partitions, start)
 }
 
-/// Sums what the workers of a job produced, in worker order; the first error if any failed.
+/// Sums what the workers of a job produced, in worker order; the first error if any failed (a
+/// worker that panicked is an internal error).
 pub(crate) fn gather<S>(
     results: Vec<Result<Result<WorkerOutput<S>, String>, String>>,
     partitions: usize,
     start: Instant,
-) -> Result<JobOutput<S>, String> {
+) -> Result<JobOutput<S>, PlanError> {
     let mut loads = LoadReport::new(partitions);
     let mut summaries = Vec::with_capacity(results.len());
     let mut report = StrategyReport::default();
     for result in results {
-        let output = result??;
+        let output = result
+            .map_err(PlanError::Internal)?
+            .map_err(PlanError::from_worker)?;
         loads.add(&output.loads);
         summaries.push(output.summary);
         report.merge(output.report);
@@ -738,7 +743,7 @@ pub fn join_in_memory<K, L, R>(
     resolved: Resolved,
     partitions: usize,
     workers: usize,
-) -> Result<InMemoryJoin<K, L, R>, String>
+) -> Result<InMemoryJoin<K, L, R>, PlanError>
 where
     K: JoinKey + Sync,
     L: Clone,

@@ -35,11 +35,13 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 use timely::{ExchangeData, WorkerConfig};
 
+use crate::error::PlanError;
 use crate::exec::{run_worker, Feed, JobKind, JoinJob, MemoryFeed, PairSink, RowHomes, RowValue};
 use crate::exec_stream::{RowSource, StreamFeed, StreamJob};
 use crate::report::StrategyReport;
 use crate::skew_check::{sampled_skew, KeySample, Skew};
 use crate::strategy::Resolved;
+use crate::usage_err;
 use crate::work_costs::WorkCosts;
 
 /// How a process connects to the others.
@@ -78,29 +80,29 @@ impl ClusterSpec {
 
     /// Checks what the cluster relies on: a process index in range, at least one thread, and
     /// every worker hosting at least one partition (each process's rows need a home there).
-    pub fn check(&self, partitions: usize) -> Result<(), String> {
+    pub fn check(&self, partitions: usize) -> Result<(), PlanError> {
         if self.addresses.is_empty() {
-            return Err("a cluster needs at least one process address".into());
+            return usage_err!("a cluster needs at least one process address");
         }
         if self.process >= self.processes() {
-            return Err(format!(
+            return usage_err!(
                 "process index {} is out of range for {} processes; use 0 to {}",
                 self.process,
                 self.processes(),
                 self.processes() - 1
-            ));
+            );
         }
         if self.threads == 0 {
-            return Err("the worker count per process must be at least 1".into());
+            return usage_err!("the worker count per process must be at least 1");
         }
         if partitions < self.total_workers() {
-            return Err(format!(
+            return usage_err!(
                 "{partitions} partitions for {} workers in all: in a cluster every worker must \
                  host a partition, since each process's rows stay on its own workers; use at \
                  least {} partitions",
                 self.total_workers(),
                 self.total_workers()
-            ));
+            );
         }
         Ok(())
     }
@@ -214,7 +216,7 @@ pub fn execute_cluster<K, V, S, D, F, M, C>(
     make_value: F,
     make_sink: M,
     on_start: C,
-) -> Result<ClusterOutput<S::Summary>, String>
+) -> Result<ClusterOutput<S::Summary>, PlanError>
 where
     K: JoinKey + Sync,
     V: RowValue,
@@ -265,7 +267,7 @@ pub fn execute_cluster_stream<K, R, V, S, D, F, M, C>(
     make_value: F,
     make_sink: M,
     on_start: C,
-) -> Result<ClusterOutput<S::Summary>, String>
+) -> Result<ClusterOutput<S::Summary>, PlanError>
 where
     K: JoinKey + Sync,
     R: RowSource<K>,
@@ -278,13 +280,16 @@ where
     C: Fn() + Send + Sync + 'static,
 {
     if job.left_rows >= u64::from(u32::MAX) || job.right_rows >= u64::from(u32::MAX) {
-        return Err("an input share has 2^32 rows or more; split it into several files".into());
+        return usage_err!("an input share has 2^32 rows or more; split it into several files");
     }
     if (job.left_rows, job.right_rows) != (facts.left_rows, facts.right_rows) {
-        return Err(format!(
+        return usage_err!(
             "the job has {} and {} rows but the facts say {} and {}",
-            job.left_rows, job.right_rows, facts.left_rows, facts.right_rows
-        ));
+            job.left_rows,
+            job.right_rows,
+            facts.left_rows,
+            facts.right_rows
+        );
     }
     let rows = ProcessRows::Streamed {
         rows: (job.left_rows, job.right_rows),
@@ -329,7 +334,7 @@ fn run_cluster<K, V, S, D, F, M, C>(
     make_value: F,
     make_sink: M,
     on_start: C,
-) -> Result<ClusterOutput<S::Summary>, String>
+) -> Result<ClusterOutput<S::Summary>, PlanError>
 where
     K: JoinKey + Sync,
     V: RowValue,
@@ -341,7 +346,7 @@ where
     C: Fn() + Send + Sync + 'static,
 {
     if partitions == 0 {
-        return Err("the partition count must be at least 1".into());
+        return usage_err!("the partition count must be at least 1");
     }
     spec.check(partitions)?;
     let threads = spec.threads;
@@ -362,11 +367,11 @@ where
                     .enumerate()
                     .any(|(i, s)| s.is_none() != (i == process))
             {
-                return Err(format!(
+                return usage_err!(
                     "{} connections given for {} processes; every process but this one needs one",
                     sockets.iter().flatten().count(),
                     spec.processes()
-                ));
+                );
             }
             let hooks = Hooks::default();
             let local = ProcessBuilder::new_typed_vector(
@@ -456,7 +461,9 @@ where
     let mut own = Vec::new();
     let mut gathered = Vec::new();
     for returned in guards.join() {
-        let returned = returned??;
+        let returned = returned
+            .map_err(PlanError::Internal)?
+            .map_err(PlanError::from_worker)?;
         decided.get_or_insert((returned.resolved, returned.facts));
         own.push(returned.own);
         gathered.extend(returned.gathered);
@@ -472,7 +479,8 @@ where
         summaries.push((index, summary));
         report.merge(worker_report);
     }
-    let (resolved, facts) = decided.ok_or("the cluster ran no workers")?;
+    let (resolved, facts) =
+        decided.ok_or_else(|| PlanError::Internal("the cluster ran no workers".into()))?;
     summaries.sort_by_key(|(index, _)| *index);
     Ok(ClusterOutput {
         resolved,

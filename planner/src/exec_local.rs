@@ -36,6 +36,7 @@ use timely::communication::allocator::{Allocator, Thread};
 use timely::worker::Worker;
 use timely::WorkerConfig;
 
+use crate::error::PlanError;
 use crate::exec::{row_ref, run_worker, JoinJob, MemoryFeed, PairSink, RowHomes};
 use crate::report::StrategyReport;
 
@@ -52,7 +53,7 @@ pub struct LocalOutput<S> {
 
 /// Runs `job` on one worker hosting all `job.partitions` partitions, feeding every output row to
 /// `sink`. `job.workers` is not used: there is exactly one worker.
-pub fn execute_local<K, S>(job: &JoinJob<K>, sink: S) -> Result<LocalOutput<S::Summary>, String>
+pub fn execute_local<K, S>(job: &JoinJob<K>, sink: S) -> Result<LocalOutput<S::Summary>, PlanError>
 where
     K: JoinKey,
     S: PairSink,
@@ -80,7 +81,8 @@ where
         &mut rows,
         &row_ref,
         sink,
-    )?;
+    )
+    .map_err(PlanError::from_worker)?;
     let mut loads = LoadReport::new(job.partitions);
     loads.add(&output.loads);
     Ok(LocalOutput {

@@ -60,10 +60,12 @@ use std::time::Instant;
 use skewjoin_operators::{JoinKey, JoinType, Partitioning, Side};
 use timely::worker::Worker;
 
+use crate::error::PlanError;
 use crate::exec::{
     gather, row_ref, run_worker, Feed, JobKind, JobOutput, PairSink, RowHomes, FEED_CHUNK,
 };
 use crate::strategy::Resolved;
+use crate::usage_err;
 
 /// Where a streaming job's rows come from.
 pub trait RowSource<K>: Send + Sync + 'static {
@@ -139,7 +141,7 @@ pub fn execute_stream<K, R, S, M>(
     job: StreamJob,
     source: Arc<R>,
     make_sink: M,
-) -> Result<JobOutput<S::Summary>, String>
+) -> Result<JobOutput<S::Summary>, PlanError>
 where
     K: JoinKey,
     R: RowSource<K>,
@@ -147,13 +149,13 @@ where
     M: Fn(usize) -> S + Send + Sync + 'static,
 {
     if job.workers == 0 {
-        return Err("the worker count must be at least 1".into());
+        return usage_err!("the worker count must be at least 1");
     }
     if job.partitions == 0 {
-        return Err("the partition count must be at least 1".into());
+        return usage_err!("the partition count must be at least 1");
     }
     if job.left_rows >= u64::from(u32::MAX) || job.right_rows >= u64::from(u32::MAX) {
-        return Err("an input has 2^32 rows or more; split it into several files".into());
+        return usage_err!("an input has 2^32 rows or more; split it into several files");
     }
     let start = Instant::now();
     let guards = timely::execute(timely::Config::process(job.workers), move |worker| {

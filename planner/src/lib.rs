@@ -17,7 +17,8 @@
 //! - [`exec_local`]: runs the same dataflow on one hand-stepped worker (the browser build);
 //! - [`report`]: what a run reports of its strategy's decisions (classes, rounds, ranges);
 //! - [`row_hash`]: the runtime's row hashes of generated tables, computed without Arrow;
-//! - [`datagen`]: deterministic skewed inputs, the same natively and in the browser.
+//! - [`datagen`]: deterministic skewed inputs, the same natively and in the browser;
+//! - [`error`]: [`PlanError`], the one error type, by kind (usage, execution, stopped, internal).
 
 pub mod am_join;
 pub mod choose;
@@ -25,6 +26,7 @@ pub mod compose;
 pub mod cost;
 pub mod count_sink;
 pub mod datagen;
+pub mod error;
 pub mod exec;
 pub mod exec_cluster;
 pub mod exec_local;
@@ -40,6 +42,7 @@ pub mod work_costs;
 
 pub use am_join::{AmParams, AmPlan, AmPlanning};
 pub use choose::{choose, resolve};
+pub use error::PlanError;
 pub use join::{JoinBuilder, SkewJoin};
 pub use strategy::{Choice, PlanInputs, Resolved, Strategy, Tuning};
 

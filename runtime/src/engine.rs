@@ -21,7 +21,7 @@ use skewjoin_operators::{JoinType, Key, LoadReport, Side};
 use skewjoin_planner::exec::{execute, JobOutput, JoinJob, PairSink, RowRef, STOPPED};
 use skewjoin_planner::exec_stream::{execute_stream, RowSource, StreamJob};
 use skewjoin_planner::report::StrategyReport;
-use skewjoin_planner::Resolved;
+use skewjoin_planner::{PlanError, Resolved};
 
 use crate::error::{Error, Result};
 use crate::interrupt;
@@ -716,7 +716,7 @@ fn run_with<E>(
 where
     E: FnOnce(
         Box<dyn Fn(usize) -> RuntimeSink + Send + Sync>,
-    ) -> std::result::Result<JobOutput<SinkSummary>, String>,
+    ) -> std::result::Result<JobOutput<SinkSummary>, PlanError>,
 {
     let output_path = match &output {
         Some(OutputTarget::File { path, .. }) => Some(path.clone()),
@@ -753,12 +753,17 @@ where
         cut_short: false,
         error: None,
     }))
-    .map_err(|message| {
-        match shared.failure.take() {
+    .map_err(|error| {
+        match (shared.failure.take(), error) {
             // The workers stopped at a worker's output or input error.
-            Some(error) => error,
-            None if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) => Error::Interrupted,
-            None => Error::Internal(format!("the join failed: {message}")),
+            (Some(error), _) => error,
+            (None, _) if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) => {
+                Error::Interrupted
+            }
+            (None, PlanError::Execution(message) | PlanError::Internal(message)) => {
+                Error::Internal(format!("the join failed: {message}"))
+            }
+            (None, error) => Error::from(error),
         }
     })?;
 

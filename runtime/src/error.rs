@@ -74,6 +74,22 @@ impl From<skewjoin_planner::choose::CannotCompute> for Error {
     }
 }
 
+/// The planner's errors by kind. A run's execution error is reported as a bug unless the caller
+/// knows better (a recorded input or output failure, a cluster's peers): those sites map it
+/// themselves.
+impl From<skewjoin_planner::PlanError> for Error {
+    fn from(error: skewjoin_planner::PlanError) -> Error {
+        use skewjoin_planner::PlanError;
+        match error {
+            PlanError::Usage(message) => Error::Usage(message),
+            PlanError::Stopped => Error::Interrupted,
+            PlanError::Execution(message) | PlanError::Internal(message) => {
+                Error::Internal(message)
+            }
+        }
+    }
+}
+
 impl Error {
     /// A failure to write standard output: [`Error::ClosedPipe`] when its reader is gone.
     pub fn stdout(error: &std::io::Error) -> Error {

@@ -17,6 +17,8 @@
 //! cents divided by 100 (one correctly rounded IEEE division, the same everywhere).
 
 use super::{permutation, unit_f64, JoinCounts, Xoshiro256StarStar, ZipfTable, MAX_KEYS, MAX_ROWS};
+use crate::error::PlanError;
+use crate::usage_err;
 
 // Stream tags, distinct from those of the plain generator.
 const TAG_PAGES: u64 = 0x5041_564c_5041_4745; // "PAVLPAGE"
@@ -70,33 +72,27 @@ impl PavloSpec {
     ///
     /// # Errors
     ///
-    /// A message naming the command-line flag: `--rows` (visits) above [`MAX_ROWS`], `--keys`
+    /// A usage error naming the command-line flag: `--rows` (visits) above [`MAX_ROWS`], `--keys`
     /// (pages) outside `1..=MAX_KEYS`, `--skew`
     /// negative or not finite, `--noise` outside `[0, 1]`.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PlanError> {
         if self.visits > MAX_ROWS {
-            return Err(format!(
+            return usage_err!(
                 "--rows (visits) must be at most {MAX_ROWS}, got {}",
                 self.visits
-            ));
+            );
         }
         if !(1..=MAX_KEYS).contains(&self.pages) {
-            return Err(format!(
+            return usage_err!(
                 "--keys (pages) must be between 1 and {MAX_KEYS}, got {}",
                 self.pages
-            ));
+            );
         }
         if !(self.skew.is_finite() && self.skew >= 0.0) {
-            return Err(format!(
-                "--skew must be a finite number >= 0, got {}",
-                self.skew
-            ));
+            return usage_err!("--skew must be a finite number >= 0, got {}", self.skew);
         }
         if !(0.0..=1.0).contains(&self.noise) {
-            return Err(format!(
-                "--noise must be between 0 and 1, got {}",
-                self.noise
-            ));
+            return usage_err!("--noise must be between 0 and 1, got {}", self.noise);
         }
         Ok(())
     }
@@ -404,14 +400,17 @@ mod tests {
         assert!(PavloSpec { pages: 0, ..d() }
             .validate()
             .unwrap_err()
+            .message()
             .starts_with("--keys"));
         assert!(PavloSpec { skew: -1.0, ..d() }
             .validate()
             .unwrap_err()
+            .message()
             .starts_with("--skew"));
         assert!(PavloSpec { noise: 1.5, ..d() }
             .validate()
             .unwrap_err()
+            .message()
             .starts_with("--noise"));
     }
 }

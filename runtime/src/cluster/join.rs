@@ -115,7 +115,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
         addresses,
     };
     spec.check(partitions)
-        .map_err(|message| Error::Usage(format!("--partitions: {message}")))?;
+        .map_err(|error| Error::Usage(format!("--partitions: {error}")))?;
     let (left_on, right_on) = join_columns(&args)?;
     let explicit = args.format.as_deref().map(FileFormat::parse).transpose()?;
     let left_format = FileFormat::detect(&args.left, explicit)?;
@@ -382,12 +382,12 @@ pub fn join(args: JoinArgs) -> Result<()> {
     };
     let output_run = match result {
         Ok(output) => output,
-        Err(message) => {
+        Err(error) => {
             remove_parts();
             return Err(Error::Cluster(format!(
                 "process {process}: the cluster run failed: {}; every process stops: check the \
                  other processes' messages and start them all again",
-                message.trim()
+                error.message().trim()
             )));
         }
     };

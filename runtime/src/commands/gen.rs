@@ -26,7 +26,7 @@ pub(super) fn gen_spec(flags: &GenFlags, defaults: GenSpec) -> Result<GenSpec> {
         noise: flags.noise,
         seed: flags.seed,
     };
-    spec.validate().map_err(Error::Usage)?;
+    spec.validate()?;
     // Per row: the generator's key, id and value, and the Arrow batch made of them.
     let rows = u128::from(spec.left_rows) + u128::from(spec.right_rows);
     check_gen_memory(rows * 48 + u128::from(spec.keys) * ZIPF_BYTES_PER_KEY)?;
@@ -114,7 +114,7 @@ fn pavlo_spec(flags: &GenFlags) -> Result<PavloSpec> {
         noise: flags.noise,
         seed: flags.seed,
     };
-    spec.validate().map_err(Error::Usage)?;
+    spec.validate()?;
     // Per visit: four columns, two of them strings (an IP address and a URL), made twice (the
     // generator's and Arrow's); per page: a URL and two numbers, likewise.
     check_gen_memory(
