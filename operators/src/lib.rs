@@ -127,7 +127,7 @@ pub use ib_join::IbJoin;
 pub use join_logic::JoinLogic;
 pub use join_type::{JoinType, Side};
 pub use key::{JoinKey, Key};
-pub use load::{LoadRecorder, LoadReport, PartitionLoad, TrafficCounters};
+pub use load::{LoadFigures, LoadRecorder, LoadReport, PartitionLoad, TrafficCounters};
 pub use partition::{Dest, Partitioning};
 pub use reference::JoinedRow;
 pub use shuffle_join::ShuffleJoin;

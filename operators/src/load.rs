@@ -227,6 +227,38 @@ impl LoadReport {
     pub fn peak_imbalance(&self) -> f64 {
         imbalance(self.per_partition.iter().map(|l| l.peak_records))
     }
+
+    /// The figures a run reports of these loads, for a join of `input_rows` rows in all.
+    pub fn figures(&self, input_rows: u64) -> LoadFigures {
+        LoadFigures {
+            per_partition: self.per_partition.clone(),
+            records_received: self.total_input(),
+            copying_factor: self.copying_factor(input_rows),
+            input_imbalance: self.input_imbalance(),
+            output_imbalance: self.output_imbalance(),
+            peak_imbalance: self.peak_imbalance(),
+        }
+    }
+}
+
+/// What a run reports of its per-partition load, under the names `skewjoin join --metrics` and
+/// the browser build both use.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadFigures {
+    /// Per partition: input records received, output rows produced, peak records held.
+    pub per_partition: Vec<PartitionLoad>,
+    /// Input records received over all partitions: the input rows, and every copy a strategy
+    /// made of them.
+    pub records_received: u64,
+    /// `records_received` over the input rows (1.00 for a shuffle; a broadcast of the small
+    /// side to P partitions adds P - 1 times that side's rows).
+    pub copying_factor: f64,
+    /// Max over mean of input records received.
+    pub input_imbalance: f64,
+    /// Max over mean of output rows produced.
+    pub output_imbalance: f64,
+    /// Max over mean of peak records held.
+    pub peak_imbalance: f64,
 }
 
 /// Max over mean; 1.0 when everything is zero (nothing to balance).

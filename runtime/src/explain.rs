@@ -125,7 +125,7 @@ impl Plan {
                 );
             }
             Some(predicted) => {
-                let measured = self.measured.as_ref().map(|m| &m.per_partition);
+                let measured = self.measured.as_ref().map(|m| &m.load.per_partition);
                 let _ = writeln!(
                     out,
                     "\nper-partition load (predicted{}):",
@@ -166,7 +166,7 @@ impl Plan {
                     let _ = write!(
                         out,
                         " | {:>12.2} {:>14.2} {:>12.2}",
-                        m.input_imbalance, m.output_imbalance, m.peak_imbalance
+                        m.load.input_imbalance, m.load.output_imbalance, m.load.peak_imbalance
                     );
                 }
                 let _ = writeln!(out);
@@ -182,8 +182,8 @@ impl Plan {
                 m.output_rows,
                 m.checksum,
                 m.elapsed_seconds,
-                m.records_received,
-                m.copying_factor,
+                m.load.records_received,
+                m.load.copying_factor,
                 m.strategy_lines()
             );
         }

@@ -1,7 +1,7 @@
 //! The `--metrics` JSON document and the human summary printed to stderr.
 
 use serde::Serialize;
-use skewjoin_operators::PartitionLoad;
+use skewjoin_operators::LoadFigures;
 
 use skewjoin_planner::report::StrategyReport;
 
@@ -40,20 +40,10 @@ pub struct Metrics {
     /// Wall time of reading inputs before the join: the row counts and `auto`'s key pass when
     /// they stream, everything when they are loaded whole (`explain --analyze`, a cluster).
     pub read_seconds: f64,
-    /// Per partition: input records received, output rows produced, peak records held.
-    pub per_partition: Vec<PartitionLoad>,
-    /// Input records received over all partitions: the input rows, and every copy a strategy
-    /// made of them.
-    pub records_received: u64,
-    /// `records_received` over the input rows (1.00 for a shuffle; a broadcast of the small
-    /// side to P partitions adds P - 1 times that side's rows).
-    pub copying_factor: f64,
-    /// Max over mean of input records received.
-    pub input_imbalance: f64,
-    /// Max over mean of output rows produced.
-    pub output_imbalance: f64,
-    /// Max over mean of peak records held.
-    pub peak_imbalance: f64,
+    /// Per-partition load: `per_partition`, `records_received`, `copying_factor` and the
+    /// max/mean figures.
+    #[serde(flatten)]
+    pub load: LoadFigures,
     /// What the strategy decided, where it applies: `am` (AM-Join and Tree-Join: hot key counts
     /// per class, records of each side per class, the grids of the hottest keys), `tree_rounds`
     /// (Tree-Join) and `ranges` (VPRP: boundaries, and each virtual range's partition, planned
@@ -95,12 +85,7 @@ impl Metrics {
             checksum: checksum_hex(report.checksum),
             elapsed_seconds: report.elapsed.as_secs_f64(),
             read_seconds,
-            per_partition: report.loads.per_partition.clone(),
-            records_received: report.loads.total_input(),
-            copying_factor: report.loads.copying_factor(rows.0 + rows.1),
-            input_imbalance: report.loads.input_imbalance(),
-            output_imbalance: report.loads.output_imbalance(),
-            peak_imbalance: report.loads.peak_imbalance(),
+            load: report.loads.figures(rows.0 + rows.1),
             strategy_report: report.strategy_report.clone(),
         }
     }
@@ -129,11 +114,11 @@ impl Metrics {
             checksum = self.checksum,
             elapsed = self.elapsed_seconds,
             read = self.read_seconds,
-            input = self.input_imbalance,
-            output = self.output_imbalance,
-            peak = self.peak_imbalance,
-            received = self.records_received,
-            copying = self.copying_factor,
+            input = self.load.input_imbalance,
+            output = self.load.output_imbalance,
+            peak = self.load.peak_imbalance,
+            received = self.load.records_received,
+            copying = self.load.copying_factor,
         ) + &self.strategy_lines()
     }
 

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use skewjoin_operators::{JoinType, Key, PartitionLoad};
+use skewjoin_operators::{JoinType, Key, LoadFigures, PartitionLoad};
 use skewjoin_planner::choose::broadcast_limit_for_memory;
 use skewjoin_planner::count_sink::CountSink;
 use skewjoin_planner::datagen::{generate, GenSpec};
@@ -150,18 +150,10 @@ pub struct RunMetrics {
     pub checksum: String,
     /// Wall time of the join in milliseconds, measured with the page's clock.
     pub elapsed_ms: f64,
-    /// Per partition: input records received, output rows produced, peak records held.
-    pub per_partition: Vec<PartitionLoad>,
-    /// Input records received over all partitions.
-    pub records_received: u64,
-    /// `records_received` over the input rows (`LoadReport::copying_factor`).
-    pub copying_factor: f64,
-    /// Max over mean of input records received.
-    pub input_imbalance: f64,
-    /// Max over mean of output rows produced.
-    pub output_imbalance: f64,
-    /// Max over mean of peak records held.
-    pub peak_imbalance: f64,
+    /// Per-partition load under `--metrics`'s names: `per_partition`, `records_received`,
+    /// `copying_factor` and the max/mean figures.
+    #[serde(flatten)]
+    pub load: LoadFigures,
     /// The busiest partition's work on P machines of a cluster, in milliseconds
     /// ([`predicted_makespan`]).
     pub predicted_makespan_ms: f64,
@@ -493,12 +485,7 @@ impl Prepared {
             output_rows: output.summary.rows,
             checksum: format!("{:016x}", output.summary.checksum),
             elapsed_ms,
-            per_partition: loads.per_partition.clone(),
-            records_received: loads.total_input(),
-            copying_factor: loads.copying_factor(self.spec.left_rows + self.spec.right_rows),
-            input_imbalance: loads.input_imbalance(),
-            output_imbalance: loads.output_imbalance(),
-            peak_imbalance: loads.peak_imbalance(),
+            load: loads.figures(self.spec.left_rows + self.spec.right_rows),
             predicted_makespan_ms,
             makespan_over_ideal,
             strategy_report: output.report,
@@ -750,7 +737,7 @@ mod tests {
             shuffle.makespan_over_ideal
         );
         // The broadcast spreads its work evenly but copies the right side to every partition.
-        assert!(broadcast.copying_factor > 2.0);
+        assert!(broadcast.load.copying_factor > 2.0);
         let (even, ratio) = predicted_makespan(
             &[PartitionLoad {
                 input_records: 1000,
@@ -784,8 +771,13 @@ mod tests {
             for run in &response.runs {
                 if let RunOutcome::Ran(metrics) = run {
                     assert_eq!(metrics.output_rows, response.expected_rows, "{how}");
-                    assert_eq!(metrics.per_partition.len(), 8);
-                    let produced: u64 = metrics.per_partition.iter().map(|p| p.output_rows).sum();
+                    assert_eq!(metrics.load.per_partition.len(), 8);
+                    let produced: u64 = metrics
+                        .load
+                        .per_partition
+                        .iter()
+                        .map(|p| p.output_rows)
+                        .sum();
                     assert_eq!(produced, metrics.output_rows);
                     checksums.push(metrics.checksum.clone());
                 }
