@@ -42,32 +42,32 @@ macro_rules! join_extension {
         built_by |$left:ident, $right:ident, $how:ident, $config:ident, $logic:ident| $build:block $(, $fallible:ident)?;
     ) => {
         $(#[$trait_meta])*
-        pub trait $Trait<'s, T: timely::progress::Timestamp, K: $crate::key::JoinKey, L: timely::ExchangeData + Clone> {
+        pub trait $Trait<'s, T: ::timely::progress::Timestamp, K: $crate::key::JoinKey, L: ::timely::ExchangeData + Clone> {
             $(#[$with_meta])*
             fn $with<R, D, F>(
                 self,
-                right: timely::dataflow::StreamVec<'s, T, (K, R)>,
+                right: ::timely::dataflow::StreamVec<'s, T, (K, R)>,
                 how: $crate::join_type::JoinType,
                 $($param: $Param,)*
                 config: &$crate::config::JoinConfig,
                 logic: F,
-            ) -> $crate::extension::join_extension!(@output $($fallible)? timely::dataflow::StreamVec<'s, T, D>)
+            ) -> $crate::extension::join_extension!(@output $($fallible)? ::timely::dataflow::StreamVec<'s, T, D>)
             where
-                R: timely::ExchangeData + Clone,
+                R: ::timely::ExchangeData + Clone,
                 D: Clone + 'static,
                 F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static;
 
             $(#[$rows_meta])*
             fn $rows<R>(
                 self,
-                right: timely::dataflow::StreamVec<'s, T, (K, R)>,
+                right: ::timely::dataflow::StreamVec<'s, T, (K, R)>,
                 how: $crate::join_type::JoinType,
                 $($param: $Param,)*
                 config: &$crate::config::JoinConfig,
             ) -> $crate::extension::join_extension!(@output $($fallible)?
-                timely::dataflow::StreamVec<'s, T, $crate::reference::JoinedRow<K, L, R>>)
+                ::timely::dataflow::StreamVec<'s, T, $crate::reference::JoinedRow<K, L, R>>)
             where
-                R: timely::ExchangeData + Clone,
+                R: ::timely::ExchangeData + Clone,
                 Self: Sized,
             {
                 self.$with(right, how, $($param,)* config, |key, left, right, out| {
@@ -76,22 +76,22 @@ macro_rules! join_extension {
             }
         }
 
-        impl<'s, T, K, L> $Trait<'s, T, K, L> for timely::dataflow::StreamVec<'s, T, (K, L)>
+        impl<'s, T, K, L> $Trait<'s, T, K, L> for ::timely::dataflow::StreamVec<'s, T, (K, L)>
         where
-            T: timely::progress::Timestamp,
+            T: ::timely::progress::Timestamp,
             K: $crate::key::JoinKey,
-            L: timely::ExchangeData + Clone,
+            L: ::timely::ExchangeData + Clone,
         {
             fn $with<R, D, F>(
                 self,
-                right: timely::dataflow::StreamVec<'s, T, (K, R)>,
+                right: ::timely::dataflow::StreamVec<'s, T, (K, R)>,
                 how: $crate::join_type::JoinType,
                 $($param: $Param,)*
                 config: &$crate::config::JoinConfig,
                 logic: F,
-            ) -> $crate::extension::join_extension!(@output $($fallible)? timely::dataflow::StreamVec<'s, T, D>)
+            ) -> $crate::extension::join_extension!(@output $($fallible)? ::timely::dataflow::StreamVec<'s, T, D>)
             where
-                R: timely::ExchangeData + Clone,
+                R: ::timely::ExchangeData + Clone,
                 D: Clone + 'static,
                 F: FnMut(&K, Option<&L>, Option<&R>, &mut Vec<D>) + 'static,
             {

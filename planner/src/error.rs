@@ -5,6 +5,10 @@ use std::fmt;
 
 use crate::choose::CannotCompute;
 
+/// The message of a run whose sink said it was [stopped](crate::exec::PairSink::stopped): what a
+/// worker that stops returns, and what [`PlanError::Stopped`] says.
+pub const STOPPED: &str = "the join was stopped before it finished";
+
 /// Why planning or running a join failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PlanError {
@@ -28,14 +32,14 @@ impl PlanError {
             PlanError::Usage(message)
             | PlanError::Execution(message)
             | PlanError::Internal(message) => message,
-            PlanError::Stopped => crate::exec::STOPPED,
+            PlanError::Stopped => STOPPED,
         }
     }
 
     /// The error of a worker that ended with `message`: [`PlanError::Stopped`] for
-    /// [`STOPPED`](crate::exec::STOPPED), else an execution error.
+    /// [`STOPPED`], else an execution error.
     pub(crate) fn from_worker(message: String) -> PlanError {
-        if message == crate::exec::STOPPED {
+        if message == STOPPED {
             PlanError::Stopped
         } else {
             PlanError::Execution(message)
@@ -80,13 +84,5 @@ pub type Result<T, E = PlanError> = std::result::Result<T, E>;
 macro_rules! usage_err {
     ($($arg:tt)*) => {
         Err($crate::error::PlanError::Usage(format!($($arg)*)))
-    };
-}
-
-/// `Err(PlanError::Internal(format!(..)))`: a broken invariant.
-#[macro_export]
-macro_rules! internal_err {
-    ($($arg:tt)*) => {
-        Err($crate::error::PlanError::Internal(format!($($arg)*)))
     };
 }

@@ -125,8 +125,9 @@ pub trait PairSink<V = RowRef>: 'static {
     fn finish(self) -> Result<Self::Summary, String>;
 }
 
-/// The error of a run whose sink said it was [stopped](PairSink::stopped).
-pub const STOPPED: &str = "the join was stopped before it finished";
+// The message of a stopped run lives with the error kinds; it is also here, next to `PairSink`,
+// where callers have found it.
+pub use crate::error::STOPPED;
 
 /// A worker's sink as the join's logic: every output row goes to the sink, a group of pairs in
 /// one call (and one borrow).

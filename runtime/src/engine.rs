@@ -760,10 +760,9 @@ where
             (None, _) if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) => {
                 Error::Interrupted
             }
-            (None, PlanError::Execution(message) | PlanError::Internal(message)) => {
-                Error::Internal(format!("the join failed: {message}"))
-            }
-            (None, error) => Error::from(error),
+            // Whatever its kind: the runtime checked the request before the run, so a refusal
+            // now is a fault of its own.
+            (None, error) => Error::Internal(format!("the join failed: {error}")),
         }
     })?;
 
