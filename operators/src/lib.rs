@@ -11,6 +11,10 @@
 //!   sorted key ranges, also as a `DistributorPact`).
 //! - [`TreeJoin`]: group by key, then split large entries round after round in a timely loop.
 //!
+//! The modules are grouped by kind: [`exchange`] (routing), [`kernel`] (the local join),
+//! [`statistics`] (counts, samples, load) and [`joins`]; each is also reachable by its own name
+//! at the crate's root.
+//!
 //! Routing decides a *partition* `0..P`, and partition `p` lives on worker `p % W`
 //! ([`Partitioning`]); load is counted per partition into a [`LoadRecorder`]. The building
 //! blocks, [`route::route`] and [`partitioned_join::partitioned_join`], compose into the
@@ -93,31 +97,27 @@
 //! assert_eq!(totals[&1], 1);
 //! ```
 
-mod baselines;
-pub mod broadcast_join;
-pub mod buckets;
+// The vocabulary every part uses: keys, join types, output logic, configuration, errors, and the
+// nested-loop join every test compares with.
 pub mod config;
 pub mod error;
-mod extension;
-pub mod hash;
-pub mod heavy_hitters;
-pub mod ib_join;
 pub mod join_logic;
 pub mod join_type;
-pub mod kernel;
 pub mod key;
-pub mod key_stats;
-pub mod load;
-pub mod partition;
-pub mod partitioned_join;
-pub mod range_pact;
 pub mod reference;
-pub mod route;
-pub mod sample;
-pub mod shuffle_join;
-pub mod tree_join;
 
-pub use baselines::{ddr_join, der_join};
+// The parts, by kind.
+pub mod exchange;
+pub mod joins;
+pub mod kernel;
+pub mod statistics;
+
+// Every module also keeps the path it had before the parts were grouped.
+pub use exchange::{hash, partition, range_pact, route};
+pub use joins::{broadcast_join, ddr_join, der_join, ib_join, shuffle_join, tree_join};
+pub use kernel::{buckets, partitioned_join};
+pub use statistics::{heavy_hitters, key_stats, load, sample};
+
 pub use broadcast_join::BroadcastJoin;
 pub use config::JoinConfig;
 pub use ddr_join::DdrJoin;

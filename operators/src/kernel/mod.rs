@@ -12,9 +12,11 @@
 //! are never joined with each other; strategies route a key's records so that this never loses a
 //! pair.
 
+pub mod buckets;
 mod build_table;
 mod grouped_keys;
 mod join;
+pub mod partitioned_join;
 mod phases;
 mod slots;
 mod stepped;

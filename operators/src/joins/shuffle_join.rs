@@ -9,9 +9,9 @@ use timely::progress::Timestamp;
 use timely::ExchangeData;
 
 use crate::config::JoinConfig;
-use crate::extension::join_extension;
 use crate::join_logic::JoinLogic;
 use crate::join_type::{JoinType, Side};
+use crate::joins::extension::join_extension;
 use crate::key::JoinKey;
 use crate::partitioned_join::partitioned_join;
 use crate::route::{by_key_hash, route};

@@ -52,9 +52,9 @@ use timely::order::Product;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
-use crate::extension::join_extension;
 use crate::join_logic::JoinLogic;
 use crate::join_type::{JoinType, Side};
+use crate::joins::extension::join_extension;
 use crate::kernel::GROUP_PIECE;
 use crate::key::JoinKey;
 use crate::load::LoadRecorder;

@@ -37,9 +37,9 @@ use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
-use crate::extension::join_extension;
 use crate::join_logic::{each_row, JoinLogic, Swapped};
 use crate::join_type::{JoinType, Side};
+use crate::joins::extension::join_extension;
 use crate::key::JoinKey;
 use crate::load::LoadRecorder;
 use crate::partition::Partitioning;

@@ -6,8 +6,8 @@
 //! answer. The IB-Join family handles those cases.
 
 use crate::error::JoinError;
-use crate::extension::join_extension;
 use crate::join_type::{JoinType, Side};
+use crate::joins::extension::join_extension;
 use crate::partitioned_join::partitioned_join;
 use crate::route::{null_aware, route, Destination, RoundRobin};
 

@@ -51,7 +51,7 @@ macro_rules! join_extension {
                 $($param: $Param,)*
                 config: &$crate::config::JoinConfig,
                 logic: F,
-            ) -> $crate::extension::join_extension!(@output $($fallible)? ::timely::dataflow::StreamVec<'s, T, D>)
+            ) -> $crate::joins::extension::join_extension!(@output $($fallible)? ::timely::dataflow::StreamVec<'s, T, D>)
             where
                 R: ::timely::ExchangeData + Clone,
                 D: Clone + 'static,
@@ -64,7 +64,7 @@ macro_rules! join_extension {
                 how: $crate::join_type::JoinType,
                 $($param: $Param,)*
                 config: &$crate::config::JoinConfig,
-            ) -> $crate::extension::join_extension!(@output $($fallible)?
+            ) -> $crate::joins::extension::join_extension!(@output $($fallible)?
                 ::timely::dataflow::StreamVec<'s, T, $crate::reference::JoinedRow<K, L, R>>)
             where
                 R: ::timely::ExchangeData + Clone,
@@ -89,7 +89,7 @@ macro_rules! join_extension {
                 $($param: $Param,)*
                 config: &$crate::config::JoinConfig,
                 logic: F,
-            ) -> $crate::extension::join_extension!(@output $($fallible)? ::timely::dataflow::StreamVec<'s, T, D>)
+            ) -> $crate::joins::extension::join_extension!(@output $($fallible)? ::timely::dataflow::StreamVec<'s, T, D>)
             where
                 R: ::timely::ExchangeData + Clone,
                 D: Clone + 'static,

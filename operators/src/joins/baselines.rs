@@ -8,10 +8,10 @@ use timely::progress::Timestamp;
 use timely::ExchangeData;
 
 use crate::config::JoinConfig;
-use crate::extension::join_extension;
 use crate::ib_join::{baseline_join, TrackingMode};
 use crate::join_logic::JoinLogic;
 use crate::join_type::{JoinType, Side};
+use crate::joins::extension::join_extension;
 use crate::key::JoinKey;
 use crate::route::RoundRobin;
 
