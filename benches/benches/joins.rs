@@ -17,6 +17,7 @@ use skewjoin_operators::tree_join::TreeParams;
 use skewjoin_operators::{JoinLogic, JoinType};
 use skewjoin_planner::count_sink::CountSink;
 use skewjoin_planner::exec::{execute, JoinJob};
+use skewjoin_planner::strategies::{Shuffle, TreeBasic};
 use skewjoin_planner::Resolved;
 
 /// Build and probe of uniform keys (about one output row per input row): 1M x 1M, whose one
@@ -199,7 +200,7 @@ fn exchange(c: &mut Criterion) {
     group.bench_function("shuffle join, W = 2, P = 8", |b| {
         b.iter(|| {
             let output = execute(
-                job(left.clone(), right.clone(), Resolved::Shuffle, 8),
+                job(left.clone(), right.clone(), Resolved::Shuffle(Shuffle), 8),
                 |_| CountSink::default(),
             )
             .unwrap();
@@ -213,12 +214,12 @@ fn exchange(c: &mut Criterion) {
 /// 67M output pairs, on 2 workers.
 fn tree(c: &mut Criterion) {
     let keys = vec![7u64; 8192];
-    let resolved = Resolved::TreeBasic {
+    let resolved = Resolved::TreeBasic(TreeBasic {
         tree: TreeParams {
             leaf: 1024,
             fanout: 4,
         },
-    };
+    });
     let mut group = c.benchmark_group("tree_join");
     group.sample_size(10);
     group.throughput(Throughput::Elements(8192 * 8192));

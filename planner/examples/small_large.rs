@@ -17,6 +17,7 @@ use std::sync::Arc;
 use skewjoin_operators::hash::hash_u64;
 use skewjoin_operators::{JoinType, Side};
 use skewjoin_planner::exec::{execute, JoinJob, PairSink, RowRef};
+use skewjoin_planner::strategies::{Ddr, Der, Ib, Shuffle};
 use skewjoin_planner::Resolved;
 
 /// Counts output rows; nothing else, so the time is the join's.
@@ -59,10 +60,10 @@ fn main() {
             let expected = large_rows + (small_rows - matched);
             for partitions in [2usize, 8, 32] {
                 for resolved in [
-                    Resolved::Ib { small: Side::Right },
-                    Resolved::Der { small: Side::Right },
-                    Resolved::Ddr { small: Side::Right },
-                    Resolved::Shuffle,
+                    Resolved::Ib(Ib { small: Side::Right }),
+                    Resolved::Der(Der { small: Side::Right }),
+                    Resolved::Ddr(Ddr { small: Side::Right }),
+                    Resolved::Shuffle(Shuffle),
                 ] {
                     if only_strategy
                         .as_deref()

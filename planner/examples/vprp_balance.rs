@@ -25,6 +25,7 @@ use skewjoin_operators::load::LoadReport;
 use skewjoin_operators::JoinType;
 use skewjoin_planner::datagen::{generate, GenSpec, GeneratedPair, JoinCounts};
 use skewjoin_planner::exec::{execute, JoinJob, PairSink, RowRef};
+use skewjoin_planner::strategies::Vprp;
 use skewjoin_planner::strategy::VprpSettings;
 use skewjoin_planner::work_costs::WorkCosts;
 use skewjoin_planner::{choose, PlanInputs, Resolved, Strategy};
@@ -80,7 +81,7 @@ fn run(strategy: Strategy, left: &[i64], right: &[i64], partitions: usize) -> Me
 /// VPRP sampling `fraction` of the records.
 fn run_vprp_sampling(fraction: f64, left: &[i64], right: &[i64], partitions: usize) -> Measured {
     let settings = VprpSettings::default().with_sample_fraction(fraction);
-    run_resolved(Resolved::Vprp(settings), left, right, partitions)
+    run_resolved(Resolved::Vprp(Vprp(settings)), left, right, partitions)
 }
 
 fn run_resolved(resolved: Resolved, left: &[i64], right: &[i64], partitions: usize) -> Measured {

@@ -1,5 +1,7 @@
-//! How a strategy is chosen for a join: the side an asked-for strategy copies, and `auto`'s whole
-//! policy, for one process, a cluster, `explain`, the Python package and the browser build.
+//! How a strategy is chosen for a join, for one process, a cluster, `explain`, the Python package
+//! and the browser build: `auto`'s whole policy; an asked-for strategy is its module's choice
+//! ([`JoinStrategy::choose`](crate::strategies::JoinStrategy::choose): the side it copies, whether
+//! it can compute the join type).
 //!
 //! `auto` decides in two steps, and only here:
 //!
@@ -12,17 +14,19 @@
 //!    `-s am` runs on these inputs: AM-Join, or IB-Join where copying
 //!    the small side costs less than AM-Join's shuffle and key count.
 //!
-//! Then the user's tuning of AM-Join and Tree-Join is applied ([`Resolved::tuned`]), once.
+//! Then the user's tuning is applied ([`Resolved::tuned`]: each strategy takes what concerns it),
+//! once.
 
 use std::fmt;
 
-use skewjoin_operators::broadcast_join::check_broadcast;
-use skewjoin_operators::tree_join::TreeParams;
-use skewjoin_operators::{JoinType, Side};
+use skewjoin_operators::JoinType;
 
 use crate::am_join::params::AmParams;
+// The rules of the sizes, under their paths from before they had a module of their own.
+pub use crate::sizes::{broadcast_side, fits_broadcast, small_large, smaller_side, Instead};
 use crate::skew_check::{Skew, SkewFinding};
-use crate::strategy::{Choice, PlanInputs, Resolved, Strategy, Tuning, VprpSettings};
+use crate::strategies::{Am, Ib, Shuffle};
+use crate::strategy::{Choice, PlanInputs, Resolved, Strategy, Tuning};
 
 #[cfg(test)]
 mod tests;
@@ -53,157 +57,30 @@ pub fn broadcast_limit_for_memory(available_bytes: u64, workers: usize) -> u64 {
     available_bytes / BROADCAST_MEMORY_DIVISOR / (INDEXED_ROW_BYTES * workers.max(1) as u64)
 }
 
-/// Whether a side of `rows` rows fits the broadcast budget.
-pub fn fits_broadcast(inputs: &PlanInputs, rows: u64) -> bool {
-    rows <= inputs.broadcast_limit
-}
-
-/// What a Small-Large join's copy is weighed against: the strategy that runs if it does not pay.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Instead {
-    /// Shuffle-Join: `auto` before its skew check.
-    Shuffle,
-    /// AM-Join: a shuffle and a key count ([`WorkCosts::copying_beats_am_join`](crate::work_costs::WorkCosts::copying_beats_am_join)).
-    AmJoin,
-}
-
-/// A Small-Large join: the smaller side fits the broadcast budget and copying it to every worker
-/// (each worker indexing all of it, the large side probed where it is) costs each worker less
-/// than the strategy that would run `instead`, by the machines' [`WorkCosts`](crate::work_costs::WorkCosts): against a
-/// shuffle, on the threads of one process where moving a record is cheap, only when the large
-/// side is 21 times the small one at W = 2, on a cluster 9 times; against AM-Join, from 2.4 and
-/// 1.4 times. Two equal sides are never a small and a large one. Returns that side and the
-/// reason's common part. `auto` and AM-Join decide the same way, so they agree on what is
-/// Small-Large.
-pub fn small_large(inputs: &PlanInputs, instead: Instead) -> Option<(Side, String)> {
-    let small = smaller_side(inputs);
-    let (small_rows, large_rows) = match small {
-        Side::Left => (inputs.left_rows, inputs.right_rows),
-        Side::Right => (inputs.right_rows, inputs.left_rows),
-    };
-    if !fits_broadcast(inputs, small_rows) {
-        return None;
-    }
-    let workers = inputs.workers.max(1) as u64;
-    let (pays, than) = match instead {
-        Instead::Shuffle => (
-            inputs.costs.copying_pays(small_rows, large_rows, workers),
-            "shuffling both",
-        ),
-        Instead::AmJoin => (
-            inputs
-                .costs
-                .copying_beats_am_join(small_rows, large_rows, workers),
-            "AM-Join's shuffle and key count",
-        ),
-    };
-    pays.then(|| {
-        (
-            small,
-            format!(
-                "the {small} side ({small_rows} rows) is within the broadcast budget ({} rows), and the {} side ({large_rows} rows) is large enough that a copy of the {small} side indexed on each of {workers} workers, the {} side probed where it is, costs less than {than}{}",
-                inputs.broadcast_limit,
-                small.other(),
-                small.other(),
-                inputs.costs.link_note()
-            ),
-        )
-    })
-}
-
-/// The side a Broadcast-Join should copy: the smaller one the join type allows.
-pub fn broadcast_side(inputs: &PlanInputs) -> Option<Side> {
-    let mut candidates = [Side::Right, Side::Left]
-        .into_iter()
-        .filter(|side| check_broadcast(inputs.how, *side).is_ok())
-        .collect::<Vec<_>>();
-    candidates.sort_by_key(|side| match side {
-        Side::Left => inputs.left_rows,
-        Side::Right => inputs.right_rows,
-    });
-    candidates.first().copied()
-}
-
-/// Resolves `strategy` for these inputs. An explicit strategy that cannot compute this join type
-/// is an error naming the alternatives.
+/// Resolves `strategy` for these inputs: `auto` by its policy, `am` on a Small-Large join by
+/// IB-Join, any other strategy by its module ([`JoinStrategy::choose`](crate::strategies::JoinStrategy::choose)).
+/// An explicit strategy that cannot compute this join type is an error naming the alternatives.
 pub fn choose(strategy: Strategy, inputs: &PlanInputs) -> Result<Choice, CannotCompute> {
-    match strategy {
-        Strategy::Shuffle => Ok(Choice {
-            resolved: Resolved::Shuffle,
-            reason: "asked for".into(),
-        }),
-        Strategy::Broadcast => match broadcast_side(inputs) {
-            Some(side) => Ok(Choice {
-                resolved: Resolved::Broadcast { side },
-                reason: format!(
-                    "asked for; the {side} side is the smaller side the join type lets us copy"
-                ),
-            }),
-            None => Err(CannotCompute {
-                strategy,
-                how: inputs.how,
-            }),
-        },
-        Strategy::Vprp => Ok(Choice {
-            resolved: Resolved::Vprp(VprpSettings::default()),
-            reason: "asked for".into(),
-        }),
-        Strategy::VprpT => Ok(Choice {
-            resolved: Resolved::VprpT(VprpSettings::default()),
-            reason: "asked for".into(),
-        }),
-        Strategy::Ib | Strategy::Der | Strategy::Ddr => {
-            let small = smaller_side(inputs);
-            Ok(Choice {
-                resolved: match strategy {
-                    Strategy::Ib => Resolved::Ib { small },
-                    Strategy::Der => Resolved::Der { small },
-                    _ => Resolved::Ddr { small },
-                },
-                reason: format!("asked for; the {small} side is the smaller side"),
-            })
-        }
-        // The AM-Join paper sends Small-Large joins to IB-Join: with a whole side within the
-        // broadcast budget there is nothing for key classes to balance, and IB-Join can index
-        // either side for every join type.
-        Strategy::Am => Ok(match small_large(inputs, Instead::AmJoin) {
-            Some((small, why)) => Choice {
-                resolved: Resolved::Ib { small },
+    if strategy == Strategy::Auto {
+        return Ok(choose_auto(inputs));
+    }
+    // The AM-Join paper sends Small-Large joins to IB-Join: with a whole side within the
+    // broadcast budget there is nothing for key classes to balance, and IB-Join can index
+    // either side for every join type.
+    if strategy == Strategy::Am {
+        if let Some((small, why)) = small_large(inputs, Instead::AmJoin) {
+            return Ok(Choice {
+                resolved: Resolved::Ib(Ib { small }),
                 reason: format!(
                     "asked for AM-Join, which runs IB-Join on Small-Large joins: {why}"
                 ),
-            },
-            None => Choice {
-                resolved: Resolved::Am {
-                    params: AmParams::default(),
-                },
-                reason: "asked for; no side fits the broadcast budget profitably".into(),
-            },
-        }),
-        Strategy::Tree => Ok(Choice {
-            resolved: Resolved::Tree {
-                params: AmParams::default(),
-                tree: TreeParams::default(),
-            },
-            reason: "asked for".into(),
-        }),
-        Strategy::TreeBasic => Ok(Choice {
-            resolved: Resolved::TreeBasic {
-                tree: TreeParams::default(),
-            },
-            reason: "asked for".into(),
-        }),
-        Strategy::Auto => Ok(choose_auto(inputs)),
+            });
+        }
     }
-}
-
-/// The side with fewer rows (the right one on a tie).
-pub fn smaller_side(inputs: &PlanInputs) -> Side {
-    if inputs.left_rows < inputs.right_rows {
-        Side::Left
-    } else {
-        Side::Right
-    }
+    strategy.asked(inputs).ok_or(CannotCompute {
+        strategy,
+        how: inputs.how,
+    })
 }
 
 /// IB-Join on a Small-Large join ([`small_large`]), else Shuffle-Join (which the runtime replaces
@@ -216,11 +93,11 @@ pub fn smaller_side(inputs: &PlanInputs) -> Side {
 fn choose_auto(inputs: &PlanInputs) -> Choice {
     match small_large(inputs, Instead::Shuffle) {
         Some((small, why)) => Choice {
-            resolved: Resolved::Ib { small },
+            resolved: Resolved::Ib(Ib { small }),
             reason: format!("{why}: IB-Join copies it"),
         },
         None => Choice {
-            resolved: Resolved::Shuffle,
+            resolved: Resolved::Shuffle(Shuffle),
             reason: "no side is small enough to copy profitably".into(),
         },
     }
@@ -311,7 +188,7 @@ fn decide(finding: SkewFinding, shuffle: Choice, inputs: &PlanInputs) -> Choice 
     }
     match small_large(inputs, Instead::AmJoin) {
         Some((small, why)) => Choice {
-            resolved: Resolved::Ib { small },
+            resolved: Resolved::Ib(Ib { small }),
             reason: format!(
                 "{}; but {why}, so IB-Join copies the {small} side rather than AM-Join \
                  splitting the hot keys",
@@ -319,9 +196,9 @@ fn decide(finding: SkewFinding, shuffle: Choice, inputs: &PlanInputs) -> Choice 
             ),
         },
         None => Choice {
-            resolved: Resolved::Am {
+            resolved: Resolved::Am(Am {
                 params: AmParams::default(),
-            },
+            }),
             reason: format!(
                 "{}; AM-Join counts the keys exactly, splits the hot ones and shuffles the rest",
                 finding.reason
@@ -341,7 +218,7 @@ pub fn resolve<E: From<CannotCompute>>(
     keys: impl FnOnce() -> Result<KeyCheck, E>,
 ) -> Result<Choice, E> {
     let mut choice = choose(strategy, inputs)?;
-    if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle {
+    if strategy == Strategy::Auto && choice.resolved == Resolved::Shuffle(Shuffle) {
         choice = match keys()? {
             KeyCheck::Skewed(finding) => decide(finding, choice, inputs),
             KeyCheck::Even(Some(reason)) => Choice { reason, ..choice },

@@ -1,17 +1,15 @@
 //! Key statistics and the cost model: what each partition will receive and produce under a
 //! resolved strategy, computed from the keys alone, before anything runs.
 //!
-//! `skewjoin explain` prints these predictions, and with `--analyze` sets them beside the
-//! measured figures. For Shuffle-Join and Broadcast-Join the prediction is exact (NULL keys on a
-//! preserved side are spread round-robin at run time and are predicted spread evenly).
-
-use std::hash::Hash;
+//! `skewjoin explain` prints these predictions (each strategy's own, through
+//! [`Resolved::predict`](crate::strategy::Resolved::predict)), and with `--analyze` sets them
+//! beside the measured figures. For Shuffle-Join and Broadcast-Join the prediction is exact
+//! (NULL keys on a preserved side are spread round-robin at run time and are predicted spread
+//! evenly).
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use skewjoin_operators::{JoinKey, JoinType, PartitionLoad, Partitioning, Side};
-
-use crate::strategy::Resolved;
+use skewjoin_operators::{JoinKey, JoinType, PartitionLoad, Side};
 
 /// How often one key occurs on each side.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -120,7 +118,7 @@ pub fn key_output(how: JoinType, left: u64, right: u64) -> u64 {
 }
 
 /// Spreads `count` records evenly over all partitions.
-fn spread(loads: &mut [PartitionLoad], count: u64, output: bool) {
+pub(crate) fn spread(loads: &mut [PartitionLoad], count: u64, output: bool) {
     let partitions = loads.len() as u64;
     for (index, load) in loads.iter_mut().enumerate() {
         let share = count / partitions + u64::from((index as u64) < count % partitions);
@@ -131,89 +129,14 @@ fn spread(loads: &mut [PartitionLoad], count: u64, output: bool) {
     }
 }
 
-/// Predicts per-partition input and output of `resolved` on these keys; `None` for strategies
-/// the cost model does not cover. Peak records held equal input: a join holds all of a
-/// timestamp's records until both inputs are complete.
-pub fn predict<K: JoinKey + Hash>(
-    resolved: &Resolved,
-    how: JoinType,
-    left: &[K],
-    right: &[K],
-    partitioning: Partitioning,
-) -> Option<Vec<PartitionLoad>> {
-    let mut loads = vec![PartitionLoad::default(); partitioning.partitions()];
-    let stats = KeyStats::from_keys(left, right);
-    match resolved {
-        // Range plans come from a sample drawn inside the dataflow: no prediction before it runs.
-        Resolved::Vprp(_) | Resolved::VprpT(_) => return None,
-        // Not modelled yet: IB-Join and its baselines add a tracking step.
-        Resolved::Ib { .. } | Resolved::Der { .. } | Resolved::Ddr { .. } => return None,
-        // Not modelled yet: AM-Join's grid placement and Tree-Join's rounds.
-        Resolved::Am { .. } | Resolved::Tree { .. } | Resolved::TreeBasic { .. } => return None,
-        Resolved::Shuffle => {
-            for key in &stats.keys {
-                let partition = partitioning.partition_of_hash(key.key.stable_hash()) as usize;
-                loads[partition].input_records += key.left + key.right;
-                loads[partition].output_rows += key_output(how, key.left, key.right);
-            }
-            for (side, nulls) in [
-                (Side::Left, stats.left_nulls),
-                (Side::Right, stats.right_nulls),
-            ] {
-                if how.keeps_unmatched(side) {
-                    spread(&mut loads, nulls, true);
-                }
-            }
-        }
-        Resolved::Broadcast { side } => {
-            let (stay, copied) = match side {
-                Side::Right => (left, right),
-                Side::Left => (right, left),
-            };
-            let stay_side = side.other();
-            let mut copies: FxHashMap<&K, u64> = FxHashMap::default();
-            for key in copied.iter().filter(|k| !k.is_null()) {
-                *copies.entry(key).or_default() += 1;
-            }
-            let copied_rows: u64 = copies.values().sum();
-            let keep = how.keeps_unmatched(stay_side);
-            let semi = how.semi_side() == Some(stay_side);
-            for (partition, load) in loads.iter_mut().enumerate() {
-                load.input_records += copied_rows;
-                let rows = partitioning.rows_of_partition(partition as u32, stay.len() as u64);
-                for key in &stay[rows.start as usize..rows.end as usize] {
-                    if key.is_null() {
-                        if keep {
-                            load.input_records += 1;
-                            load.output_rows += 1;
-                        }
-                        continue;
-                    }
-                    load.input_records += 1;
-                    let partners = copies.get(key).copied().unwrap_or(0);
-                    load.output_rows += if partners > 0 {
-                        if how.emits_pairs() {
-                            partners
-                        } else {
-                            u64::from(semi)
-                        }
-                    } else {
-                        u64::from(keep)
-                    };
-                }
-            }
-        }
-    }
-    for load in &mut loads {
-        load.peak_records = load.input_records;
-    }
-    Some(loads)
-}
-
 #[cfg(test)]
 mod tests {
+    use skewjoin_operators::Partitioning;
+
     use super::*;
     use crate::exec::join_in_memory;
+    use crate::strategies::{Broadcast, Shuffle};
+    use crate::strategy::Resolved;
 
     fn keys(values: &[i64]) -> Vec<(i64, u32)> {
         values.iter().map(|&k| (k, 0)).collect()
@@ -242,24 +165,19 @@ mod tests {
             .collect();
         let (l, r) = (keys(&left), keys(&right));
         for how in JoinType::ALL {
-            let mut strategies = vec![Resolved::Shuffle];
+            let mut strategies = vec![Resolved::Shuffle(Shuffle)];
             for side in [Side::Left, Side::Right] {
                 if !how.tracks_matches(side) {
-                    strategies.push(Resolved::Broadcast { side });
+                    strategies.push(Resolved::Broadcast(Broadcast { side }));
                 }
             }
             for resolved in strategies {
                 for (partitions, workers) in [(8, 2), (5, 3)] {
                     let (_, measured) =
                         join_in_memory(&l, &r, how, resolved, partitions, workers).unwrap();
-                    let predicted = predict(
-                        &resolved,
-                        how,
-                        &left,
-                        &right,
-                        Partitioning::new(partitions, workers),
-                    )
-                    .unwrap();
+                    let predicted = resolved
+                        .predict(how, &left, &right, Partitioning::new(partitions, workers))
+                        .unwrap();
                     assert_eq!(predicted, measured.per_partition, "{how} {resolved:?}");
                 }
             }

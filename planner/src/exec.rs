@@ -617,7 +617,7 @@ where
     Ok(WorkerOutput {
         loads: observers.loads.snapshot(),
         summary: sink.finish()?,
-        report: observers.report(&job.resolved, am_summary),
+        report: observers.report(job.resolved.reports(), am_summary),
     })
 }
 
@@ -727,12 +727,14 @@ pub type InMemoryJoin<K, L, R> = (Vec<JoinedRow<K, L, R>>, LoadReport);
 ///
 /// ```
 /// use skewjoin_planner::exec::join_in_memory;
+/// use skewjoin_planner::strategies::Shuffle;
 /// use skewjoin_planner::strategy::Resolved;
 /// use skewjoin_operators::JoinType;
 ///
 /// let left = vec![(1i64, 'a'), (2, 'b'), (2, 'c')];
 /// let right = vec![(2i64, 'x')];
-/// let (rows, loads) = join_in_memory(&left, &right, JoinType::Inner, Resolved::Shuffle, 4, 2).unwrap();
+/// let (rows, loads) = join_in_memory(&left, &right, JoinType::Inner, Resolved::from(Shuffle), 4, 2)
+///     .unwrap();
 /// assert_eq!(rows.len(), 2);
 /// assert_eq!(loads.per_partition.len(), 4);
 /// assert_eq!(loads.total_output(), 2);

@@ -13,6 +13,7 @@
 //! use skewjoin_operators::JoinType;
 //! use skewjoin_planner::exec::{CollectSink, JoinJob};
 //! use skewjoin_planner::exec_local::execute_local;
+//! use skewjoin_planner::strategies::Shuffle;
 //! use skewjoin_planner::Resolved;
 //!
 //! let job = JoinJob {
@@ -21,7 +22,7 @@
 //!     left_hashes: Arc::from(Vec::new()),
 //!     right_hashes: Arc::from(Vec::new()),
 //!     how: JoinType::Inner,
-//!     resolved: Resolved::Shuffle,
+//!     resolved: Resolved::Shuffle(Shuffle),
 //!     partitions: 4,
 //!     workers: 1,
 //! };

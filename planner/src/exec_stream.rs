@@ -21,6 +21,7 @@
 //! use skewjoin_operators::{JoinType, Key, Side};
 //! use skewjoin_planner::exec::CollectSink;
 //! use skewjoin_planner::exec_stream::{execute_stream, RowSource, StreamJob};
+//! use skewjoin_planner::strategies::Shuffle;
 //! use skewjoin_planner::strategy::Resolved;
 //!
 //! /// Rows made up on the fly: left keys 0..1000, right keys 0..1000 step 2.
@@ -44,7 +45,7 @@
 //!     left_rows: 1000,
 //!     right_rows: 500,
 //!     how: JoinType::Inner,
-//!     resolved: Resolved::Shuffle,
+//!     resolved: Resolved::Shuffle(Shuffle),
 //!     partitions: 4,
 //!     workers: 2,
 //! };

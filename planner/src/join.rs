@@ -51,6 +51,7 @@ use crate::choose::{resolve, CannotCompute, KeyCheck};
 use crate::compose::build_join;
 use crate::home::Home;
 use crate::report::Observers;
+use crate::strategies::{Am, Broadcast};
 use crate::strategy::{PlanInputs, Resolved, Strategy, Tuning};
 use crate::work_costs::WorkCosts;
 
@@ -224,9 +225,9 @@ where
         };
         let resolved = match (self.strategy, self.sizes) {
             (Asked::Resolved(resolved), _) => resolved,
-            (Asked::Strategy(Strategy::Auto | Strategy::Am), None) => Resolved::Am {
+            (Asked::Strategy(Strategy::Auto | Strategy::Am), None) => Resolved::Am(Am {
                 params: AmParams::default(),
-            },
+            }),
             (Asked::Strategy(strategy), sizes) => {
                 let (left_rows, right_rows) = sizes.unwrap_or((0, 0));
                 let inputs = PlanInputs {
@@ -246,7 +247,7 @@ where
                 .resolved
             }
         };
-        if let Resolved::Broadcast { side } = resolved {
+        if let Resolved::Broadcast(Broadcast { side }) = resolved {
             check_broadcast(self.how, side)?;
         }
         Ok(resolved.tuned(&self.tuning))
@@ -316,6 +317,7 @@ fn spread_home<K, V>(partitioning: &Partitioning, worker: usize) -> Home<K, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::strategies::{Am, Ib};
     use timely::dataflow::operators::ToStream;
 
     /// What `auto` resolves to with `sizes` on `workers` workers, weighed by `costs`.
@@ -336,15 +338,15 @@ mod tests {
     /// where against a shuffle it would not below 21:1; and sooner on a cluster.
     #[test]
     fn auto_with_sizes_weighs_a_copy_against_am_join_on_the_machines_given() {
-        let copy = Resolved::Ib { small: Side::Left };
+        let copy = Resolved::Ib(Ib { small: Side::Left });
         assert_eq!(auto_with((100_000, 1_000_000), 4, WorkCosts::THREADS), copy);
         assert!(matches!(
             auto_with((500_000, 1_000_000), 4, WorkCosts::THREADS),
-            Resolved::Am { .. }
+            Resolved::Am(Am { .. })
         ));
         assert!(matches!(
             auto_with((100_000, 200_000), 2, WorkCosts::THREADS),
-            Resolved::Am { .. }
+            Resolved::Am(Am { .. })
         ));
         assert_eq!(auto_with((100_000, 200_000), 2, WorkCosts::CLUSTER), copy);
     }

@@ -1,6 +1,11 @@
 //! Plans and runs skew-resistant joins composed from the `skewjoin-operators` building blocks.
 //!
-//! - [`strategy`]: the strategies by name, and what each resolves to;
+//! - [`strategy`]: the registry of strategies, by name, and what each resolves to;
+//! - [`strategies`]: a module per strategy (its name, choice, tuning, prediction, report and
+//!   dataflow);
+//! - [`sizes`]: what the input sizes say (the smaller side, the side a broadcast may copy,
+//!   Small-Large joins);
+//! - [`tuning`]: the settings a user may override;
 //! - [`mod@choose`]: how a strategy is chosen for a join, `auto`'s whole policy;
 //! - [`skew_check`]: `auto`'s check for keys that would unbalance a Shuffle-Join;
 //! - [`work_costs`]: what work costs on threads and on a cluster, which `auto` weighs by;
@@ -8,7 +13,7 @@
 //! - [`join`]: the builder every strategy is reached through ([`SkewJoin::skew_join`]);
 //! - [`am_join`]: AM-Join, key classes from exact counts, grids for keys hot on both sides, and
 //!   its plans made inside the dataflow, one per timestamp;
-//! - [`compose`]: builds a resolved strategy's dataflow from routes and partitioned joins;
+//! - [`compose`]: builds a resolved strategy's dataflow, the one entry the executors use;
 //! - [`exec`]: runs a planned join over in-memory keys on timely worker threads;
 //! - [`count_sink`]: the sink that counts output rows and sums their checksum, and the tally
 //!   every counting sink keeps;
@@ -35,8 +40,11 @@ mod home;
 pub mod join;
 pub mod report;
 pub mod row_hash;
+pub mod sizes;
 pub mod skew_check;
+pub mod strategies;
 pub mod strategy;
+pub mod tuning;
 pub mod vprp;
 pub mod work_costs;
 

@@ -9,7 +9,6 @@ use skewjoin_operators::tree_join::TreeRounds;
 use skewjoin_operators::{JoinKey, LoadRecorder};
 
 use crate::am_join::plan::AmSummary;
-use crate::strategy::Resolved;
 
 /// The handles a join's operators fill while it runs, one set per worker.
 #[derive(Clone, Debug)]
@@ -38,22 +37,27 @@ impl<K: JoinKey> Observers<K> {
         Observers::default()
     }
 
-    /// What this worker saw of the strategy's decisions (`am`: the plan's summary, if any).
-    pub fn report(&self, resolved: &Resolved, am: Option<AmSummary>) -> StrategyReport {
-        let tree_rounds = matches!(resolved, Resolved::Tree { .. } | Resolved::TreeBasic { .. })
-            .then(|| self.rounds.get());
-        let ranges = match resolved {
-            Resolved::Vprp(_) | Resolved::VprpT(_) => {
-                Some(RangeReport::from_observation(self.ranges.observation()))
-            }
-            _ => None,
-        };
+    /// What this worker saw of the strategy's decisions: the parts `reports` names (see
+    /// [`JoinStrategy::reports`](crate::strategies::JoinStrategy::reports)) and `am`, the plan's
+    /// summary, if any.
+    pub fn report(&self, reports: Reports, am: Option<AmSummary>) -> StrategyReport {
         StrategyReport {
             am,
-            tree_rounds,
-            ranges,
+            tree_rounds: reports.tree_rounds.then(|| self.rounds.get()),
+            ranges: reports
+                .ranges
+                .then(|| RangeReport::from_observation(self.ranges.observation())),
         }
     }
+}
+
+/// The parts of a [`StrategyReport`] a strategy fills besides AM-Join's summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reports {
+    /// Tree-Join's rounds.
+    pub tree_rounds: bool,
+    /// VPRP's range table.
+    pub ranges: bool,
 }
 
 /// A strategy's decisions, for the whole run. Absent parts do not apply to the strategy.
@@ -171,7 +175,8 @@ mod tests {
     use crate::count_sink::CountSink;
     use crate::exec::{execute, JoinJob};
     use crate::exec_local::execute_local;
-    use crate::strategy::VprpSettings;
+    use crate::strategies::{Shuffle, TreeBasic, Vprp};
+    use crate::strategy::{Resolved, VprpSettings};
 
     fn job(left: Vec<i64>, right: Vec<i64>, resolved: Resolved, workers: usize) -> JoinJob<i64> {
         JoinJob {
@@ -190,7 +195,7 @@ mod tests {
     fn vprp_reports_its_table_and_every_routed_record() {
         let left: Vec<i64> = (0..3000).map(|i| (i * i) % 977).collect();
         let right: Vec<i64> = (0..2000).map(|i| (i * 7) % 1200).collect();
-        let resolved = Resolved::Vprp(VprpSettings::default().with_sample_fraction(0.2));
+        let resolved = Resolved::Vprp(Vprp(VprpSettings::default().with_sample_fraction(0.2)));
         for workers in [1, 3] {
             let output = execute(job(left.clone(), right.clone(), resolved, workers), |_| {
                 CountSink::default()
@@ -226,7 +231,7 @@ mod tests {
     fn tree_join_reports_its_rounds() {
         // One key with 64 records a side: leaves of 4, fan-out 4 take 1 + log_4(64 / 4) = 3 rounds.
         let tree = TreeParams { leaf: 4, fanout: 4 };
-        let resolved = Resolved::TreeBasic { tree };
+        let resolved = Resolved::TreeBasic(TreeBasic { tree });
         let keys = vec![7i64; 64];
         for workers in [1, 2] {
             let output = execute(job(keys.clone(), keys.clone(), resolved, workers), |_| {
@@ -242,9 +247,10 @@ mod tests {
 
     #[test]
     fn strategies_without_decisions_report_nothing() {
-        let output = execute(job(vec![1, 2], vec![2], Resolved::Shuffle, 2), |_| {
-            CountSink::default()
-        })
+        let output = execute(
+            job(vec![1, 2], vec![2], Resolved::Shuffle(Shuffle), 2),
+            |_| CountSink::default(),
+        )
         .unwrap();
         assert_eq!(output.report, StrategyReport::default());
         assert_eq!(

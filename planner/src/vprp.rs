@@ -305,6 +305,7 @@ mod tests {
     #[test]
     fn vprp_spreads_distinct_keys_evenly_and_noise_too() {
         use crate::exec::join_in_memory;
+        use crate::strategies::Vprp;
         use crate::strategy::{Resolved, VprpSettings};
         use skewjoin_operators::JoinType;
         // 64 join keys (10 rows a side) and 64 noise keys on the left only, interleaved in
@@ -328,7 +329,7 @@ mod tests {
             &left,
             &right,
             JoinType::Inner,
-            Resolved::Vprp(settings),
+            Resolved::Vprp(Vprp(settings)),
             8,
             2,
         )

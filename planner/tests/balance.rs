@@ -8,6 +8,7 @@ use skewjoin_operators::{JoinType, LoadReport};
 use skewjoin_planner::am_join::AmParams;
 use skewjoin_planner::datagen::{generate, GenSpec};
 use skewjoin_planner::exec::{execute, JoinJob, PairSink, RowRef};
+use skewjoin_planner::strategies::{Am, Shuffle, Tree, TreeBasic};
 use skewjoin_planner::strategy::Resolved;
 
 /// Counts output rows without keeping them (the joins below produce millions).
@@ -46,28 +47,28 @@ fn run(
 }
 
 fn am_default() -> Resolved {
-    Resolved::Am {
+    Resolved::Am(Am {
         params: AmParams::default(),
-    }
+    })
 }
 
 fn tree() -> Resolved {
-    Resolved::Tree {
+    Resolved::Tree(Tree {
         params: AmParams::default(),
         tree: TreeParams {
             leaf: 256,
             fanout: 2,
         },
-    }
+    })
 }
 
 fn tree_basic() -> Resolved {
-    Resolved::TreeBasic {
+    Resolved::TreeBasic(TreeBasic {
         tree: TreeParams {
             leaf: 256,
             fanout: 2,
         },
-    }
+    })
 }
 
 #[test]
@@ -75,7 +76,7 @@ fn one_key_hot_on_both_sides_is_spread_over_every_partition() {
     let left = vec![5i64; 2000];
     let right = vec![5i64; 2000];
     for how in [JoinType::Inner, JoinType::Full, JoinType::Left] {
-        let (rows, shuffle) = run(&left, &right, how, Resolved::Shuffle, 8, 2);
+        let (rows, shuffle) = run(&left, &right, how, Resolved::Shuffle(Shuffle), 8, 2);
         assert_eq!(rows, 4_000_000);
         assert!(
             shuffle.output_imbalance() > 7.99,
@@ -126,7 +127,7 @@ fn zipf_output_and_input_are_balanced() {
             &data.left.key,
             &data.right.key,
             JoinType::Inner,
-            Resolved::Shuffle,
+            Resolved::Shuffle(Shuffle),
             partitions,
             2,
         );

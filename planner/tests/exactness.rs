@@ -8,51 +8,54 @@ use skewjoin_operators::tree_join::TreeParams;
 use skewjoin_operators::{JoinKey, JoinType, Key, Side};
 use skewjoin_planner::am_join::{AmParams, HotChoice, Statistics};
 use skewjoin_planner::exec::join_in_memory;
+use skewjoin_planner::strategies::{
+    Am, Broadcast, Ddr, Der, Ib, Shuffle, Tree, TreeBasic, Vprp, VprpT,
+};
 use skewjoin_planner::strategy::{Resolved, VprpSettings};
 
 type Rows = Vec<(Key, u32)>;
 
 /// Every resolved strategy that can compute `how`.
 fn strategies(how: JoinType) -> Vec<Resolved> {
-    let mut all = vec![Resolved::Shuffle];
+    let mut all = vec![Resolved::Shuffle(Shuffle)];
     // A full sample makes every sampled key a boundary candidate, so keys equal to boundaries
     // are routed on every run; a partial one leaves keys the table never saw.
     let full = VprpSettings::default().with_sample_fraction(1.0);
     let partial = VprpSettings::default().with_sample_fraction(0.3);
-    all.push(Resolved::Vprp(full));
-    all.push(Resolved::VprpT(partial));
+    all.push(Resolved::Vprp(Vprp(full)));
+    all.push(Resolved::VprpT(VprpT(partial)));
     for side in [Side::Left, Side::Right] {
         if !how.tracks_matches(side) {
-            all.push(Resolved::Broadcast { side });
+            all.push(Resolved::Broadcast(Broadcast { side }));
         }
-        all.push(Resolved::Ib { small: side });
-        all.push(Resolved::Der { small: side });
-        all.push(Resolved::Ddr { small: side });
+        all.push(Resolved::Ib(Ib { small: side }));
+        all.push(Resolved::Der(Der { small: side }));
+        all.push(Resolved::Ddr(Ddr { small: side }));
     }
     // AM-Join with detected hot keys (on these small inputs nearly every repeated key is hot)
     // and with every key forced hot on both sides (everything through the grid).
-    all.push(Resolved::Am {
+    all.push(Resolved::Am(Am {
         params: AmParams::default(),
-    });
-    all.push(Resolved::Am {
+    }));
+    all.push(Resolved::Am(Am {
         params: AmParams::forced(HotChoice::EveryKey),
-    });
+    }));
     // AM-Join from Space-Saving summaries of two counters: estimates, evictions and merges on
     // every run, which may change the plan but never the output.
-    all.push(Resolved::Am {
+    all.push(Resolved::Am(Am {
         params: AmParams {
             statistics: Statistics::SpaceSaving { capacity: 2 },
             ..AmParams::default()
         },
-    });
+    }));
     // Tree-Join with tiny leaves, so that entries split over several rounds: basic, and inside
     // AM-Join's grid with every key hot on both sides.
     let tiny = TreeParams { leaf: 2, fanout: 2 };
-    all.push(Resolved::TreeBasic { tree: tiny });
-    all.push(Resolved::Tree {
+    all.push(Resolved::TreeBasic(TreeBasic { tree: tiny }));
+    all.push(Resolved::Tree(Tree {
         params: AmParams::forced(HotChoice::EveryKey),
         tree: tiny,
-    });
+    }));
     all
 }
 
@@ -66,15 +69,17 @@ fn forced_am() -> Vec<Resolved> {
         HotChoice::Swapped,
     ]
     .into_iter()
-    .map(|hot| Resolved::Am {
-        params: AmParams::forced(hot),
+    .map(|hot| {
+        Resolved::Am(Am {
+            params: AmParams::forced(hot),
+        })
     })
-    .chain([Resolved::Am {
+    .chain([Resolved::Am(Am {
         params: AmParams {
             thresholds: Some(HotThresholds { left: 2, right: 5 }),
             ..AmParams::default()
         },
-    }])
+    })])
     .collect()
 }
 
@@ -277,7 +282,7 @@ fn ib_tracking_traffic_is_a_bitset_per_partition() {
             &large,
             &small,
             JoinType::Full,
-            Resolved::Ib { small: Side::Right },
+            Resolved::Ib(Ib { small: Side::Right }),
             partitions,
             workers,
         )
@@ -308,9 +313,9 @@ fn baselines_track_with_more_bytes_than_ib() {
         assert_eq!(rows.len(), 2500);
         loads.total_traffic().tracking_bytes
     };
-    let ib = bytes(Resolved::Ib { small: Side::Right });
-    let der = bytes(Resolved::Der { small: Side::Right });
-    let ddr = bytes(Resolved::Ddr { small: Side::Right });
+    let ib = bytes(Resolved::Ib(Ib { small: Side::Right }));
+    let der = bytes(Resolved::Der(Der { small: Side::Right }));
+    let ddr = bytes(Resolved::Ddr(Ddr { small: Side::Right }));
     assert!(ib < der && der < ddr, "ib {ib}, der {der}, ddr {ddr}");
 }
 
@@ -404,13 +409,13 @@ fn partitions_held_in_buckets_join_exactly() {
         // Tree-Join with its default leaves: the tiny ones of the small tests would copy the hot
         // key's lists thousands of times.
         let sized = strategies(how).into_iter().map(|resolved| match resolved {
-            Resolved::Tree { params, .. } => Resolved::Tree {
+            Resolved::Tree(Tree { params, .. }) => Resolved::Tree(Tree {
                 params,
                 tree: TreeParams::default(),
-            },
-            Resolved::TreeBasic { .. } => Resolved::TreeBasic {
+            }),
+            Resolved::TreeBasic(TreeBasic { .. }) => Resolved::TreeBasic(TreeBasic {
                 tree: TreeParams::default(),
-            },
+            }),
             other => other,
         });
         for resolved in sized {

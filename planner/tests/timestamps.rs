@@ -14,6 +14,7 @@ use skewjoin_operators::key_stats::KeyCount;
 use skewjoin_operators::reference::nested_loop_join;
 use skewjoin_operators::{JoinConfig, JoinType, JoinedRow, Partitioning};
 use skewjoin_planner::am_join::HotChoice;
+use skewjoin_planner::strategies::{Am, Tree, Vprp};
 use skewjoin_planner::strategy::VprpSettings;
 use skewjoin_planner::{AmParams, AmPlan, Resolved, SkewJoin, Strategy};
 use timely::dataflow::operators::{Input, Inspect, Probe};
@@ -75,12 +76,12 @@ fn run(
                     let (l, r) = stats.iter().fold((0, 0), |(l, r), k| (l + k.1, r + k.2));
                     let plan = AmPlan::new(stats, &params, &partitioning, l, r);
                     let resolved = if tree {
-                        Resolved::Tree {
+                        Resolved::Tree(Tree {
                             params,
                             tree: skewjoin_operators::tree_join::TreeParams { leaf: 3, fanout: 2 },
-                        }
+                        })
                     } else {
-                        Resolved::Am { params }
+                        Resolved::Am(Am { params })
                     };
                     builder.resolved(resolved).plan(plan)
                 }
@@ -251,13 +252,13 @@ fn every_strategy() -> Vec<Ask> {
         HotChoice::EveryKeyLeft,
         HotChoice::Swapped,
     ] {
-        asks.push(Ask::Resolved(Resolved::Am {
+        asks.push(Ask::Resolved(Resolved::Am(Am {
             params: AmParams::forced(hot),
-        }));
+        })));
     }
-    asks.push(Ask::Resolved(Resolved::Vprp(
+    asks.push(Ask::Resolved(Resolved::Vprp(Vprp(
         VprpSettings::default().with_sample_fraction(0.5),
-    )));
+    ))));
     asks
 }
 

@@ -23,16 +23,14 @@ from typing import Any, Iterable, Optional, Sequence, Union
 from . import _skewjoin
 from ._skewjoin import InputError
 
-__all__ = ["join", "explain", "Metrics", "InputError", "__version__"]
+__all__ = ["join", "explain", "Metrics", "InputError", "STRATEGIES", "__version__"]
 __version__: str = _skewjoin.__version__
 
 Keys = Union[str, Sequence[str]]
 
 JOIN_TYPES = ("inner", "left", "right", "full", "semi", "anti", "right-semi", "right-anti")
-STRATEGIES = (
-    "auto", "shuffle", "broadcast", "ib", "der", "ddr", "vprp", "vprp-t", "am", "tree",
-    "tree-basic",
-)
+# Every strategy's name, from the planner's registry (each strategy's module carries its name).
+STRATEGIES: tuple = _skewjoin.STRATEGIES
 
 
 class Metrics(dict):
@@ -163,10 +161,9 @@ def join(
         ``"inner"``, ``"left"``, ``"right"``, ``"full"``, ``"semi"`` (left rows with a match),
         ``"anti"`` (left rows without one), ``"right-semi"`` or ``"right-anti"``.
     strategy
-        ``"auto"`` (default: broadcast a side that fits, else shuffle by hash, or AM-Join when
-        a hot key would unbalance the shuffle), or one of ``"shuffle"``, ``"broadcast"``,
-        ``"ib"``, ``"der"``, ``"ddr"``, ``"vprp"``, ``"vprp-t"``, ``"am"``, ``"tree"``,
-        ``"tree-basic"`` (see the README's table of strategies).
+        ``"auto"`` (default: copy a side small enough to copy, else shuffle by hash, or
+        AM-Join when a hot key would unbalance the shuffle), or any other name in
+        ``skewjoin.STRATEGIES`` (see the README's table of strategies).
     workers
         Worker threads (default: the number of CPU cores). The GIL is released while they run.
     partitions

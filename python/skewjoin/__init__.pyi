@@ -10,10 +10,9 @@ __version__: str
 Keys = Union[str, Sequence[str]]
 Source = Union[str, PathLike[str], Any]
 How = Literal["inner", "left", "right", "full", "semi", "anti", "right-semi", "right-anti"]
-StrategyName = Literal[
-    "auto", "shuffle", "broadcast", "ib", "der", "ddr", "vprp", "vprp-t", "am", "tree",
-    "tree-basic",
-]
+# One of STRATEGIES: the planner's registry names them, so that no list here can drift.
+StrategyName = str
+STRATEGIES: tuple[str, ...]
 
 class Metrics(dict[str, Any]):
     @property

@@ -4,6 +4,7 @@ from typing import Any, Optional
 import pyarrow
 
 __version__: str
+STRATEGIES: tuple[str, ...]
 
 class InputError(ValueError):
     """An input table or file is malformed, or its columns do not fit the join."""

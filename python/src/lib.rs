@@ -18,8 +18,9 @@ use arrow_pyarrow::{FromPyArrow, IntoPyArrow, ToPyArrow};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 use skewjoin_planner::am_join::Statistics;
+use skewjoin_planner::Strategy;
 use skewjoin_runtime::engine::BatchSink;
 use skewjoin_runtime::error::Error;
 use skewjoin_runtime::io::{compact_views, read_table, FileFormat};
@@ -475,5 +476,8 @@ fn _skewjoin(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(_imported_buffer_addresses, module)?)?;
     module.add("InputError", module.py().get_type::<InputError>())?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The strategies by name, from the planner's registry: the package lists none of its own.
+    let strategies: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
+    module.add("STRATEGIES", PyTuple::new(module.py(), strategies)?)?;
     Ok(())
 }

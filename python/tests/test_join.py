@@ -102,6 +102,19 @@ def test_every_join_type_and_strategy_matches_duckdb(strategy, how):
     assert rows_of(joined) == expected
 
 
+def test_every_strategy_the_package_names_runs_and_is_exact():
+    # The names come from the planner's registry: each one is accepted and joins exactly.
+    assert set(STRATEGIES) <= set(skewjoin.STRATEGIES) and "auto" in skewjoin.STRATEGIES
+    left, right = tables(400)
+    expected = duckdb_rows(left, right, "left")
+    for strategy in skewjoin.STRATEGIES:
+        joined = skewjoin.join(left, right, on="k", how="left", strategy=strategy, workers=2,
+                               partitions=3)
+        assert rows_of(joined) == expected, strategy
+    with pytest.raises(ValueError, match="unknown strategy"):
+        skewjoin.join(left, right, on="k", strategy="hashjoin")
+
+
 @pytest.mark.parametrize("how", HOWS)
 def test_polars_frames_and_duckdb_relations_are_tables_too(how):
     left, right = tables(300)

@@ -828,6 +828,7 @@ mod tests {
     use skewjoin_planner::AmParams;
 
     use super::*;
+    use skewjoin_planner::strategies::{Am, Shuffle};
 
     /// A Parquet file of `rows` rows in zstd row groups of 10,000, keys `0..1000`, values the row
     /// numbers.
@@ -879,10 +880,10 @@ mod tests {
         let keys = ["key".to_string()];
         let side = |path: &Path| StreamSide::open(path, FileFormat::Parquet, &keys).unwrap();
         for resolved in [
-            Resolved::Shuffle,
-            Resolved::Am {
+            Resolved::Shuffle(Shuffle),
+            Resolved::Am(Am {
                 params: AmParams::default(),
-            },
+            }),
         ] {
             let plan = JoinPlan {
                 how: JoinType::Inner,

@@ -3,7 +3,7 @@
 use skewjoin_operators::load::imbalance;
 use skewjoin_operators::{JoinType, Key, Partitioning, Side};
 use skewjoin_planner::choose::KeyCheck;
-use skewjoin_planner::cost::{predict, KeyStats};
+use skewjoin_planner::cost::KeyStats;
 use skewjoin_planner::skew_check::{KeySink, KeyTally, SkewFinding};
 use skewjoin_planner::work_costs::WorkCosts;
 use skewjoin_planner::{resolve, Choice, PlanInputs, Strategy, Tuning};
@@ -162,13 +162,10 @@ pub(crate) fn plan_of(
 ) -> Plan {
     let partitioning = Partitioning::new(facts.partitions, facts.workers);
     let stats = KeyStats::from_keys(&left.keys, &right.keys);
-    let predicted = predict(
-        &facts.choice.resolved,
-        facts.how,
-        &left.keys,
-        &right.keys,
-        partitioning,
-    );
+    let predicted = facts
+        .choice
+        .resolved
+        .predict(facts.how, &left.keys, &right.keys, partitioning);
     let (left_distinct, right_distinct) = stats.distinct();
     let hot: Vec<HotKey> = stats
         .hottest(top)

@@ -190,6 +190,10 @@ async function compareWithPage(response, compared, dir) {
     assert.equal(Number(shown.outputRows), native.output_rows);
     assert.deepEqual(JSON.parse(shown.perPartition), run.per_partition);
     assert.ok(await page.$$eval(`${card} canvas`, (cs) => cs.length) >= 3, strategy);
+    // Its description comes from the strategy's module through the registry.
+    const described = await page.$eval(card, (el) => [el.querySelector(".explain")?.textContent ?? "",
+      el.querySelector(".sketch")?.textContent ?? ""]);
+    assert.ok(described[0].length > 40 && described[1].includes("──"), `${strategy} is described: ${described}`);
     // The input chart draws where records came from: its copied-side stack is the native run's
     // broadcast traffic (the IB family counts it) or, for Broadcast-Join, the whole copied side
     // on every partition; both stacks add up to what each partition received.

@@ -569,11 +569,27 @@ pub fn run_prepared_json(index: usize) -> Result<String, String> {
     })
 }
 
-/// The concrete strategies, as a JSON array of their `--strategy` names.
+/// A strategy as the page offers and describes it: its `--strategy` name and its module's
+/// description ([`Strategy::about`], [`Strategy::sketch`]).
+#[derive(Serialize)]
+struct StrategyCard {
+    name: &'static str,
+    about: &'static str,
+    sketch: &'static str,
+}
+
+/// The concrete strategies, as a JSON array of `{name, about, sketch}`, in the registry's order.
 #[wasm_bindgen]
 pub fn strategies() -> String {
-    let names: Vec<&str> = Strategy::CONCRETE.iter().map(|s| s.name()).collect();
-    serde_json::to_string(&names).expect("names encode")
+    let cards: Vec<StrategyCard> = Strategy::CONCRETE
+        .iter()
+        .map(|s| StrategyCard {
+            name: s.name(),
+            about: s.about(),
+            sketch: s.sketch(),
+        })
+        .collect();
+    serde_json::to_string(&cards).expect("descriptions encode")
 }
 
 /// The join types, as a JSON array of their `--how` names.
@@ -903,5 +919,16 @@ mod tests {
         assert!(value["runs"][1]["am"]["hot_both"].as_u64().is_some());
         assert!(value["runs"][2]["ranges"]["virtual_ranges"][0]["partition"].is_u64());
         assert!(value["runs"][3].get("ranges").is_none());
+    }
+
+    #[test]
+    fn the_page_is_offered_every_concrete_strategy_with_its_modules_description() {
+        let cards: Vec<serde_json::Value> = serde_json::from_str(&strategies()).unwrap();
+        assert_eq!(cards.len(), Strategy::CONCRETE.len());
+        for (card, strategy) in cards.iter().zip(Strategy::CONCRETE) {
+            assert_eq!(card["name"], strategy.name());
+            assert!(card["about"].as_str().unwrap().len() > 40, "{strategy}");
+            assert!(card["sketch"].as_str().unwrap().contains('▶'), "{strategy}");
+        }
     }
 }

@@ -115,60 +115,9 @@ function describeCli(request, names) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// What each strategy does, where it is shown: two lines and a sketch of where records go.
-
-const EXPLAIN = {
-  shuffle: {
-    text: "Every record goes to the partition its key hashes to, so equal keys meet. " +
-      "A hot key's records all land on one partition: the baseline skew breaks.",
-    sketch: "left, right ──hash(key) mod P──▶ one partition per key",
-  },
-  broadcast: {
-    text: "One side, the smaller one the join type lets it copy, goes whole to every partition; " +
-      "the other stays where it is. Even load, but every partition holds and reads the copied side.",
-    sketch: "copied side ──copy──▶ every partition\nother side ── stays ──▶ its own partition",
-  },
-  ib: {
-    text: "IB-Join (Small-Large): copies the small side to every partition as an index of its " +
-      "keys; the large side probes it where it lies. For outer joins, matched key ids travel as bitsets.",
-    sketch: "small side ──copy (key index)──▶ every partition\nlarge side ── stays, probes ──▶ its partition\nmatched key ids ──bitsets──▶ owner pads the never matched",
-  },
-  der: {
-    text: "DER, a baseline for IB-Join: copies the small side with row ids; each partition sends " +
-      "the ids of its unmatched small rows to their owner, which pads those all P sent.",
-    sketch: "small side ──copy with row ids──▶ every partition\nunmatched row ids ──▶ owner: unmatched everywhere → padded",
-  },
-  ddr: {
-    text: "DDR, a baseline for IB-Join: as DER, but each partition sends its unmatched small " +
-      "rows themselves, already padded; a row received from all P partitions is emitted.",
-    sketch: "small side ──copy──▶ every partition\nunmatched padded rows ──▶ owner: received P times → emitted",
-  },
-  vprp: {
-    text: "VPRP: samples the keys, cuts the key space into 2P virtual ranges of equal sampled " +
-      "weight and maps them to partitions. It never splits a key: a key heavier than a partition's share stays on one.",
-    sketch: "sample ──▶ cut key ranges of equal weight\nrecord ──range(key)──▶ its range's partition",
-  },
-  "vprp-t": {
-    text: "VPRP-T: VPRP with its ranges cut over all sampled keys at once, rows without " +
-      "partners included (VPRP cuts join data and noise separately).",
-    sketch: "sample (all keys) ──▶ cut key ranges\nrecord ──range(key)──▶ its range's partition",
-  },
-  am: {
-    text: "AM-Join: counts keys first. A key hot on one side keeps that side in place and " +
-      "broadcasts the other side's few rows; a key hot on both is cut into a grid of cells.",
-    sketch: "cold key ──hash──▶ one partition\nhot on one side ──broadcast the other side\nhot on both ──rows × columns of cells──▶ many partitions",
-  },
-  tree: {
-    text: "Tree-Join: AM-Join whose grid cells are split further in rounds, each cutting long " +
-      "record lists into sub-lists, until every piece is a small leaf joined in one go.",
-    sketch: "hot on both ──cells──▶ round 1 ──split──▶ round 2 … ──▶ leaves\nthe rest as AM-Join",
-  },
-  "tree-basic": {
-    text: "Basic Tree-Join: every key, hot or not, goes through the rounds of splitting; no " +
-      "key counts, no classes.",
-    sketch: "every key ──hash──▶ round 1 ──split long lists──▶ … ──▶ leaves",
-  },
-};
+// What each strategy does, where it is shown: two sentences and a sketch of where records go,
+// by name, from the module's registry (each strategy's module in planner/src/strategies/).
+const EXPLAIN = {};
 
 const sideName = (side) => `${side} side`;
 const partitionList = (parts) => {
@@ -721,7 +670,8 @@ async function main() {
     wasmModule = await WebAssembly.compile(await bytes.arrayBuffer());
     const { strategies, joinTypes } = await startWorker();
     for (const how of joinTypes) option($("how"), how, how);
-    strategyNames = strategies;
+    strategyNames = strategies.map((strategy) => strategy.name);
+    for (const { name, about, sketch } of strategies) EXPLAIN[name] = { text: about, sketch };
     for (const name of strategyNames) option($("strategy"), name, name);
   } catch (error) {
     setStatus(`Could not load the WebAssembly module: ${error.message ?? error}`, true);

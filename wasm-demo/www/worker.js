@@ -5,7 +5,7 @@
 //
 // Messages in:  { type: "init", module }   the compiled WebAssembly.Module, shared by every worker
 //               { type: "run", request }   a DemoRequest
-// Messages out: { type: "ready", strategies, joinTypes }
+// Messages out: { type: "ready", strategies, joinTypes }   strategies: [{ name, about, sketch }]
 //               { type: "prepared", summary }              data generated (PreparedSummary)
 //               { type: "progress", index, total, name }   strategy `index` starts
 //               { type: "run", index, run }                its RunOutcome

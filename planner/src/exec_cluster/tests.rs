@@ -6,6 +6,7 @@ use super::*;
 use crate::choose::choose;
 use crate::datagen::{generate, GenSpec};
 use crate::exec::{execute, RowRef};
+use crate::strategies::Shuffle;
 use crate::strategy::{PlanInputs, Strategy};
 
 /// Output rows by the hashes of their sides, which the tests set to global row ids.
@@ -207,7 +208,7 @@ fn two_processes_produce_the_output_of_one() {
                                 left_rows: facts.left_rows,
                                 right_rows: facts.right_rows,
                                 how: job.how,
-                                resolved: Resolved::Shuffle,
+                                resolved: Resolved::Shuffle(Shuffle),
                                 partitions: job.partitions,
                                 workers: 2,
                             };
@@ -267,7 +268,7 @@ fn different_arguments_are_refused() {
                 left_hashes: Arc::from(Vec::new()),
                 right_hashes: Arc::from(Vec::new()),
                 how: JoinType::Inner,
-                resolved: Resolved::Shuffle,
+                resolved: Resolved::Shuffle(Shuffle),
                 partitions: 2,
                 workers: 1,
             };
@@ -289,7 +290,7 @@ fn different_arguments_are_refused() {
                     job,
                     &spec,
                     facts,
-                    |_: &ClusterFacts| Ok(Resolved::Shuffle),
+                    |_: &ClusterFacts| Ok(Resolved::Shuffle(Shuffle)),
                     |_, row, hash| (row, hash),
                     |_| PairsSink::default(),
                     || {},

@@ -1,6 +1,7 @@
 use super::*;
 use crate::am_join::params::AmParams;
 use crate::exec::{execute, CollectSink, JoinJob};
+use crate::strategies::{Am, Broadcast, Der, Ib, Shuffle, Tree, Vprp};
 use crate::strategy::Resolved;
 use skewjoin_operators::broadcast_join::check_broadcast;
 use skewjoin_operators::tree_join::TreeParams;
@@ -100,18 +101,18 @@ fn sorted(mut rows: Vec<(Option<u32>, Option<u32>)>) -> Vec<(Option<u32>, Option
 fn streaming_gives_the_rows_and_loads_of_an_in_memory_run() {
     let (left, right) = (skewed(3000, 1), skewed(2000, 5));
     let strategies = [
-        Resolved::Shuffle,
-        Resolved::Am {
+        Resolved::Shuffle(Shuffle),
+        Resolved::Am(Am {
             params: AmParams::default(),
-        },
-        Resolved::Tree {
+        }),
+        Resolved::Tree(Tree {
             params: AmParams::default(),
             tree: TreeParams::default(),
-        },
-        Resolved::Ib { small: Side::Right },
-        Resolved::Der { small: Side::Right },
-        Resolved::Broadcast { side: Side::Right },
-        Resolved::Vprp(Default::default()),
+        }),
+        Resolved::Ib(Ib { small: Side::Right }),
+        Resolved::Der(Der { small: Side::Right }),
+        Resolved::Broadcast(Broadcast { side: Side::Right }),
+        Resolved::Vprp(Vprp(Default::default())),
     ];
     for resolved in strategies {
         for how in [JoinType::Inner, JoinType::Full, JoinType::LeftAnti] {
@@ -128,7 +129,7 @@ fn streaming_gives_the_rows_and_loads_of_an_in_memory_run() {
                     workers,
                 };
                 // A broadcast of a side the join type keeps is refused, not run wrong.
-                if let Resolved::Broadcast { side } = resolved {
+                if let Resolved::Broadcast(Broadcast { side }) = resolved {
                     if check_broadcast(how, side).is_err() {
                         assert!(execute(memory, |_| CollectSink::default()).is_err());
                         continue;
@@ -169,7 +170,10 @@ fn streaming_gives_the_rows_and_loads_of_an_in_memory_run() {
                     // own start: there only the totals are the same.
                     let totals_only = matches!(resolved, Resolved::Vprp(_))
                         || (cut_every > 0
-                            && matches!(resolved, Resolved::Am { .. } | Resolved::Tree { .. }));
+                            && matches!(
+                                resolved,
+                                Resolved::Am(Am { .. }) | Resolved::Tree(Tree { .. })
+                            ));
                     let counts = |loads: &LoadReport| match totals_only {
                         true => vec![(loads.total_input(), loads.total_output())],
                         false => loads
@@ -191,7 +195,7 @@ fn a_source_that_changed_since_planning_is_an_error() {
         left_rows: 10,
         right_rows: 10,
         how: JoinType::Inner,
-        resolved: Resolved::Shuffle,
+        resolved: Resolved::Shuffle(Shuffle),
         partitions: 2,
         workers: 2,
     };

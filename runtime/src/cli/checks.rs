@@ -4,7 +4,8 @@ use std::path::Path;
 
 use arrow::datatypes::Schema;
 use skewjoin_operators::{JoinType, Partitioning, Side};
-use skewjoin_planner::{Choice, Resolved};
+use skewjoin_planner::strategy::VprpSettings;
+use skewjoin_planner::{Choice, Tuning};
 
 use crate::cli::{JoinArgs, RunArgs};
 use crate::error::{Error, Result};
@@ -24,13 +25,19 @@ pub(crate) fn check_vprp_flags(run: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Applies the VPRP flags ([`check_vprp_flags`]) to a VPRP choice; other strategies are left as
-/// they are.
+/// Applies the VPRP flags ([`check_vprp_flags`]) to a VPRP choice (its module's tuning); other
+/// strategies are left as they are.
 pub(crate) fn with_vprp_flags(mut choice: Choice, run: &RunArgs) -> Choice {
-    if let Resolved::Vprp(settings) | Resolved::VprpT(settings) = &mut choice.resolved {
-        *settings = settings.with_sample_fraction(run.sample_fraction);
-        settings.virtual_per_partition = run.virtual_per_partition;
-    }
+    let flags = Tuning {
+        virtual_per_partition: Some(run.virtual_per_partition),
+        sample_per_million: Some(
+            VprpSettings::default()
+                .with_sample_fraction(run.sample_fraction)
+                .sample_per_million,
+        ),
+        ..Tuning::default()
+    };
+    choice.resolved = choice.resolved.tuned(&flags);
     choice
 }
 

@@ -188,6 +188,8 @@ impl JoinArgs {
             leaf: self.leaf,
             fanout: self.fanout,
             statistics: self.statistics,
+            // VPRP's come from `RunArgs` (`checks::with_vprp_flags`), shared with `demo`.
+            ..skewjoin_planner::Tuning::default()
         }
     }
 }

@@ -42,6 +42,7 @@ use super::manifest::{
 use super::rows::RowEncoder;
 use super::sinks::{part_name, PartLayout, PartSink, WorkerSummary};
 use super::watchdog::stop_on_peer_failure;
+use skewjoin_planner::strategies::Shuffle;
 
 /// The strategy for the cluster-wide facts: `auto` as on one process, except that no process
 /// sees every key before the join: where it would shuffle, the skew check runs on every
@@ -245,7 +246,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
         left_rows,
         right_rows,
         how,
-        resolved: Resolved::Shuffle,
+        resolved: Resolved::Shuffle(Shuffle),
         partitions,
         workers: threads,
     };

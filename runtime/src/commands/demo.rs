@@ -5,7 +5,7 @@ use std::time::Instant;
 use skewjoin_operators::Side;
 use skewjoin_planner::datagen::{generate, GenSpec};
 use skewjoin_planner::work_costs::WorkCosts;
-use skewjoin_planner::{choose, PlanInputs, Resolved, Strategy};
+use skewjoin_planner::{choose, PlanInputs, Strategy};
 
 use crate::cli::{DemoArgs, RunArgs};
 use crate::engine::{self, JoinPlan};
@@ -93,10 +93,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         // A copying strategy's label says which side it copied: "ib-R", "bcast-L".
         let label = match choice.resolved.copied_side() {
             Some(side) => {
-                let name = match choice.resolved {
-                    Resolved::Broadcast { .. } => "bcast",
-                    other => other.name(),
-                };
+                let name = choice.resolved.label();
                 format!("{name}-{}", if side == Side::Left { "L" } else { "R" })
             }
             None => choice.resolved.name().to_string(),
