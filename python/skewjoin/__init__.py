@@ -29,7 +29,8 @@ __version__: str = _skewjoin.__version__
 Keys = Union[str, Sequence[str]]
 
 JOIN_TYPES = ("inner", "left", "right", "full", "semi", "anti", "right-semi", "right-anti")
-# Every strategy's name, from the planner's registry (each strategy's module carries its name).
+# Every strategy's name, from the planner's registry (each strategy's module carries its name);
+# the first is "auto", the default.
 STRATEGIES: tuple = _skewjoin.STRATEGIES
 
 
@@ -134,7 +135,7 @@ def join(
     left_on: Optional[Keys] = None,
     right_on: Optional[Keys] = None,
     how: str = "inner",
-    strategy: str = "auto",
+    strategy: str = STRATEGIES[0],
     workers: Optional[int] = None,
     partitions: Optional[int] = None,
     stream: bool = False,
@@ -226,7 +227,7 @@ def explain(
     left_on: Optional[Keys] = None,
     right_on: Optional[Keys] = None,
     how: str = "inner",
-    strategy: str = "auto",
+    strategy: str = STRATEGIES[0],
     workers: Optional[int] = None,
     partitions: Optional[int] = None,
     analyze: bool = False,

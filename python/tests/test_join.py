@@ -1,6 +1,7 @@
 """The Python package against DuckDB's answer, on pyarrow tables, Polars frames and files."""
 
 import gc
+import inspect
 import os
 import random
 import signal
@@ -104,7 +105,10 @@ def test_every_join_type_and_strategy_matches_duckdb(strategy, how):
 
 def test_every_strategy_the_package_names_runs_and_is_exact():
     # The names come from the planner's registry: each one is accepted and joins exactly.
-    assert set(STRATEGIES) <= set(skewjoin.STRATEGIES) and "auto" in skewjoin.STRATEGIES
+    assert set(STRATEGIES) <= set(skewjoin.STRATEGIES)
+    # The first is the default, `auto`, as the signature shows it.
+    assert skewjoin.STRATEGIES[0] == "auto"
+    assert inspect.signature(skewjoin.join).parameters["strategy"].default == "auto"
     left, right = tables(400)
     expected = duckdb_rows(left, right, "left")
     for strategy in skewjoin.STRATEGIES:

@@ -386,12 +386,13 @@ function addChart(card, label, make, className = "chart") {
 }
 
 // Broadcast copies each partition received. The IB family counts them as it probes; a
-// Broadcast-Join delivers the whole copied side to every partition, so each received that side's
-// rows. AM-Join's broadcasts of one-side-hot keys' rows and its grid copies are not counted apart
-// from the records routed by key.
+// Broadcast-Join (the plan that names a copied `side` rather than a `small` one) delivers the
+// whole copied side to every partition, so each received that side's rows. AM-Join's broadcasts
+// of one-side-hot keys' rows and its grid copies are not counted apart from the records routed
+// by key.
 function broadcastCopies(run) {
   const counted = run.per_partition.map((p) => p.traffic.broadcast_records);
-  if (counted.some((c) => c > 0) || run.plan.kind !== "broadcast") return counted;
+  if (counted.some((c) => c > 0) || run.plan.side === undefined) return counted;
   const copied = run.plan.side === "left" ? run.left_rows : run.right_rows;
   return run.per_partition.map(() => copied);
 }

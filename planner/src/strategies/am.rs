@@ -3,14 +3,9 @@
 //! unravelled into a grid of cells (which Tree-Join splits further, round after round).
 
 use serde::Serialize;
-use skewjoin_operators::join_logic::JoinLogic;
 use skewjoin_operators::tree_join::TreeParams;
-use skewjoin_operators::JoinKey;
-use timely::dataflow::StreamVec;
-use timely::progress::Timestamp;
-use timely::ExchangeData;
 
-use super::kind::{join_dataflow, JoinSetup, JoinStrategy};
+use super::kind::{join_dataflow, JoinStrategy};
 use crate::am_join::dataflow::am_join;
 use crate::am_join::params::AmParams;
 use crate::am_join::planning::AmPlanning;
@@ -65,7 +60,20 @@ impl JoinStrategy for Am {
     }
 
     join_dataflow!(|self, left, right, setup, logic| {
-        build_am(left, right, self.params, None, setup, logic)
+        // Planned as `setup.planning` says, else per timestamp with the parameters.
+        am_join(
+            left,
+            right,
+            setup.how,
+            setup.partitioning,
+            setup.homes,
+            setup
+                .planning
+                .unwrap_or(AmPlanning::PerTimestamp(self.params)),
+            None,
+            setup.observers.loads.clone(),
+            logic,
+        )
     });
 }
 
@@ -107,7 +115,20 @@ impl JoinStrategy for Tree {
     }
 
     join_dataflow!(|self, left, right, setup, logic| {
-        build_am(left, right, self.params, Some(self.tree), setup, logic)
+        // AM-Join's dataflow, its grid cells through Tree-Join's rounds.
+        am_join(
+            left,
+            right,
+            setup.how,
+            setup.partitioning,
+            setup.homes,
+            setup
+                .planning
+                .unwrap_or(AmPlanning::PerTimestamp(self.params)),
+            Some((self.tree, setup.observers.rounds.clone())),
+            setup.observers.loads.clone(),
+            logic,
+        )
     });
 }
 
@@ -130,35 +151,4 @@ pub(crate) fn tune_tree(mut tree: TreeParams, tuning: &Tuning) -> TreeParams {
     tree.leaf = tuning.leaf.unwrap_or(tree.leaf).max(1);
     tree.fanout = tuning.fanout.unwrap_or(tree.fanout).max(2);
     tree
-}
-
-/// AM-Join's dataflow, its grid cells joined in the kernel or, with `tree`, through Tree-Join's
-/// rounds; planned as `setup.planning` says, else per timestamp with `params`.
-fn build_am<'s, T, K, L, R, D, F>(
-    left: StreamVec<'s, T, (K, L)>,
-    right: StreamVec<'s, T, (K, R)>,
-    params: AmParams,
-    tree: Option<TreeParams>,
-    setup: JoinSetup<'_, K, L, R>,
-    logic: F,
-) -> StreamVec<'s, T, D>
-where
-    T: Timestamp,
-    K: JoinKey,
-    L: ExchangeData + Clone,
-    R: ExchangeData + Clone,
-    D: Clone + 'static,
-    F: JoinLogic<K, L, R, D> + 'static,
-{
-    am_join(
-        left,
-        right,
-        setup.how,
-        setup.partitioning,
-        setup.homes,
-        setup.planning.unwrap_or(AmPlanning::PerTimestamp(params)),
-        tree.map(|tree| (tree, setup.observers.rounds.clone())),
-        setup.observers.loads.clone(),
-        logic,
-    )
 }

@@ -51,8 +51,15 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     outln!(
         "running each strategy on {workers} worker threads, {partitions} partitions; load is max/mean over partitions (1.00 = perfectly even); copies is records received over input rows (1.00x: no record copied)\n"
     );
+    // The first column fits every strategy's name (the registry may grow).
+    let width = Strategy::CONCRETE
+        .iter()
+        .map(|strategy| strategy.name().len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
     outln!(
-        "{:<10} {:>12} {:>16} {:>9} {:>13} {:>10} {:>10} {:>10} {:>8}",
+        "{:<width$} {:>12} {:>16} {:>9} {:>13} {:>10} {:>10} {:>10} {:>8}",
         "strategy",
         "rows",
         "checksum",
@@ -79,7 +86,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         let choice = match choose(strategy, &inputs) {
             Ok(choice) => with_vprp_flags(choice, &run),
             Err(_) => {
-                outln!("{:<10} (cannot compute a {how} join)", strategy.name());
+                outln!("{:<width$} (cannot compute a {how} join)", strategy.name());
                 continue;
             }
         };
@@ -100,7 +107,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         };
         let seconds = report.elapsed.as_secs_f64();
         outln!(
-            "{:<10} {:>12} {:>16} {:>8.3}s {:>13.3e} {:>10.2} {:>10.2} {:>10.2} {:>7.2}x",
+            "{:<width$} {:>12} {:>16} {:>8.3}s {:>13.3e} {:>10.2} {:>10.2} {:>10.2} {:>7.2}x",
             label,
             report.output_rows,
             checksum_hex(report.checksum),
