@@ -1,4 +1,5 @@
-//! Builds the dataflow of a resolved strategy from the operators' building blocks.
+//! The executors' one entry to a resolved strategy's dataflow, which its module builds from the
+//! operators' building blocks ([`JoinStrategy::build`](crate::strategies::JoinStrategy::build)).
 //!
 //! Inputs are streams of `(key, value)` on every worker, and each record has a *home* partition:
 //! the partition whose share of the input it is (the runtime reads partition `p`'s rows on the

@@ -1,5 +1,7 @@
-//! Key statistics and the cost model: what each partition will receive and produce under a
-//! resolved strategy, computed from the keys alone, before anything runs.
+//! Key statistics, and the rules the cost model's predictions are made of (what a key's rows
+//! produce, how kept NULL keys spread): what each partition will receive and produce under a
+//! resolved strategy is computed from the keys alone, before anything runs, by the strategy's
+//! module.
 //!
 //! `skewjoin explain` prints these predictions (each strategy's own, through
 //! [`Resolved::predict`](crate::strategy::Resolved::predict)), and with `--analyze` sets them

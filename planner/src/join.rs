@@ -34,7 +34,6 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use skewjoin_operators::broadcast_join::check_broadcast;
 use skewjoin_operators::join_logic::{each_row, JoinLogic};
 use skewjoin_operators::route::RoundRobin;
 use skewjoin_operators::{
@@ -51,7 +50,7 @@ use crate::choose::{resolve, CannotCompute, KeyCheck};
 use crate::compose::build_join;
 use crate::home::Home;
 use crate::report::Observers;
-use crate::strategies::{Am, Broadcast};
+use crate::strategies::Am;
 use crate::strategy::{PlanInputs, Resolved, Strategy, Tuning};
 use crate::work_costs::WorkCosts;
 
@@ -247,9 +246,7 @@ where
                 .resolved
             }
         };
-        if let Resolved::Broadcast(Broadcast { side }) = resolved {
-            check_broadcast(self.how, side)?;
-        }
+        resolved.can_compute(self.how)?;
         Ok(resolved.tuned(&self.tuning))
     }
 

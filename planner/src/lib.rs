@@ -9,7 +9,7 @@
 //! - [`mod@choose`]: how a strategy is chosen for a join, `auto`'s whole policy;
 //! - [`skew_check`]: `auto`'s check for keys that would unbalance a Shuffle-Join;
 //! - [`work_costs`]: what work costs on threads and on a cluster, which `auto` weighs by;
-//! - [`cost`]: key statistics and per-partition load predictions;
+//! - [`cost`]: key statistics and what per-partition load predictions are made of;
 //! - [`join`]: the builder every strategy is reached through ([`SkewJoin::skew_join`]);
 //! - [`am_join`]: AM-Join, key classes from exact counts, grids for keys hot on both sides, and
 //!   its plans made inside the dataflow, one per timestamp;

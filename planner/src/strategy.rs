@@ -8,8 +8,9 @@ use std::fmt;
 use std::hash::Hash;
 use std::str::FromStr;
 
+use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use skewjoin_operators::{JoinKey, JoinType, PartitionLoad, Partitioning, Side};
+use skewjoin_operators::{JoinError, JoinKey, JoinType, PartitionLoad, Partitioning, Side};
 
 use crate::am_join::params::AmParams;
 use crate::report::Reports;
@@ -117,6 +118,14 @@ macro_rules! registry {
                 }
             }
 
+            /// Whether, as resolved, it can compute a `how` join ([`JoinStrategy::can_compute`]:
+            /// a Broadcast-Join resolved by hand may copy a side the join type tracks).
+            pub fn can_compute(&self, how: JoinType) -> Result<(), JoinError> {
+                match self {
+                    $( Resolved::$variant(plan) => plan.can_compute(how), )*
+                }
+            }
+
             /// The side every worker receives a whole copy of (Broadcast-Join's broadcast
             /// side, the IB family's small side), which `--metrics` and the browser report as
             /// `broadcast_side`; `None` for strategies that route each record to one place.
@@ -210,6 +219,21 @@ macro_rules! registry {
                 }
             }
         }
+
+        /// From `{"kind": name, ...its fields}`, in any self-describing format.
+        impl<'de> Deserialize<'de> for Resolved {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let (kind, fields) = tagged_fields(deserializer)?;
+                $(
+                    if kind == <strategies::$variant as JoinStrategy>::NAME {
+                        return serde_json::from_value(fields)
+                            .map(Resolved::$variant)
+                            .map_err(D::Error::custom);
+                    }
+                )*
+                Err(D::Error::custom(format!("unknown strategy kind {kind:?}")))
+            }
+        }
     };
 }
 
@@ -242,6 +266,24 @@ registry! {
 const AUTO_ABOUT: &str = "Chooses from the input sizes, the join type and the keys: IB-Join \
     where one side is small enough to copy, AM-Join where a hot key would overload a shuffle, \
     else Shuffle-Join.";
+
+/// A resolved strategy's `kind` and its other fields, as JSON to read the strategy's plan from
+/// (`null` where there are none, as a plan without fields is a unit struct).
+fn tagged_fields<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<(String, serde_json::Value), D::Error> {
+    let mut fields = serde_json::Map::deserialize(deserializer)?;
+    let kind = match fields.remove("kind") {
+        Some(serde_json::Value::String(kind)) => kind,
+        _ => return Err(D::Error::custom("a resolved strategy needs its \"kind\"")),
+    };
+    let fields = if fields.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::Value::Object(fields)
+    };
+    Ok((kind, fields))
+}
 
 /// A resolved strategy's plan behind its `kind`.
 #[derive(Serialize)]
@@ -315,7 +357,7 @@ impl Resolved {
 }
 
 /// A choice and the reason for it, for `explain` and the run summary.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Choice {
     /// The strategy to run.
     pub resolved: Resolved,
@@ -355,7 +397,38 @@ mod tests {
         ];
         for (plan, json) in plans {
             assert_eq!(serde_json::to_string(&plan).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Resolved>(json).unwrap(), plan);
             assert_eq!(plan.strategy().name(), plan.name());
+        }
+    }
+
+    #[test]
+    fn every_strategy_as_chosen_reads_back_from_its_json() {
+        let inputs = PlanInputs {
+            how: JoinType::Inner,
+            left_rows: 1_000,
+            right_rows: 100_000,
+            workers: 2,
+            broadcast_limit: u64::MAX,
+            costs: crate::work_costs::WorkCosts::THREADS,
+        };
+        for strategy in Strategy::CONCRETE {
+            let choice = strategy
+                .asked(&inputs)
+                .expect("every strategy computes inner joins");
+            let json = serde_json::to_string(&choice).unwrap();
+            assert_eq!(
+                serde_json::from_str::<Choice>(&json).unwrap(),
+                choice,
+                "{json}"
+            );
+        }
+        for bad in [
+            r#"{"kind":"hash-join"}"#,
+            r#"{"side":"left"}"#,
+            r#"{"kind":"ib"}"#,
+        ] {
+            assert!(serde_json::from_str::<Resolved>(bad).is_err(), "{bad}");
         }
     }
 }

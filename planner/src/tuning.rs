@@ -1,5 +1,6 @@
 //! What a user may set of a strategy's parameters: each strategy applies what concerns it
-//! ([`JoinStrategy::tuned`](crate::strategies::JoinStrategy::tuned)), once, after the choice.
+//! ([`JoinStrategy::tuned`](crate::strategies::JoinStrategy::tuned)), once, after the choice
+//! ([`crate::choose::resolve`]; the command line passes its VPRP flags in the same tuning).
 
 use crate::am_join::params::Statistics;
 

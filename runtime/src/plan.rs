@@ -131,10 +131,10 @@ pub(crate) fn choose_strategy(
         costs,
     };
     check_vprp_flags(request.run)?;
-    let choice = resolve(request.strategy, &plan_inputs, request.tuning, || {
+    let tuning = with_vprp_flags(request.tuning, request.run);
+    let choice = resolve(request.strategy, &plan_inputs, &tuning, || {
         skew(costs).map(KeyCheck::counted)
     })?;
-    let choice = with_vprp_flags(choice, request.run);
     Ok((choice, budget))
 }
 

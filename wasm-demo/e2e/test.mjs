@@ -213,9 +213,6 @@ async function compareWithPage(response, compared, dir) {
     }));
     assert.equal(row.copying, native.copying_factor.toFixed(2), strategy);
     assert.ok(row.cells.includes(native.copying_factor.toFixed(2)), `${strategy}: ${row.cells}`);
-    // And the card says what the strategy does.
-    const explained = await page.$eval(`${card} .explain`, (el) => el.textContent);
-    assert.ok(explained.length > 40, `${strategy} is explained`);
     checksums.add(run.checksum);
   }
   assert.equal(checksums.size, 1, "every strategy produces the same output");

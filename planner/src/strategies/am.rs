@@ -2,7 +2,7 @@
 //! a key hot on one side joined by broadcasting the other side's few rows, a key hot on both
 //! unravelled into a grid of cells (which Tree-Join splits further, round after round).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use skewjoin_operators::tree_join::TreeParams;
 
 use super::kind::{join_dataflow, JoinStrategy};
@@ -14,14 +14,14 @@ use crate::sizes::PlanInputs;
 use crate::tuning::Tuning;
 
 /// AM-Join with these parameters (its plan is made from key counts when it runs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Am {
     /// Thresholds, grid sizing, forced hot sets.
     pub params: AmParams,
 }
 
 /// AM-Join whose grid cells go through Tree-Join rounds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tree {
     /// AM-Join's parameters.
     pub params: AmParams,

@@ -3,15 +3,16 @@
 use std::hash::Hash;
 
 use rustc_hash::FxHashMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use skewjoin_operators::broadcast_join::check_broadcast;
 use skewjoin_operators::route::Destination;
-use skewjoin_operators::{JoinKey, JoinType, PartitionLoad, Partitioning, Side};
+use skewjoin_operators::{JoinError, JoinKey, JoinType, PartitionLoad, Partitioning, Side};
 
 use super::kind::{join_dataflow, route_and_join, JoinStrategy};
 use crate::sizes::{broadcast_side, PlanInputs};
 
 /// Broadcast-Join broadcasting `side`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Broadcast {
     /// The side copied to every worker.
     pub side: Side,
@@ -37,6 +38,10 @@ impl JoinStrategy for Broadcast {
                 ),
             )
         })
+    }
+
+    fn can_compute(&self, how: JoinType) -> Result<(), JoinError> {
+        check_broadcast(how, self.side)
     }
 
     fn copied_side(&self) -> Option<Side> {

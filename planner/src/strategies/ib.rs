@@ -3,7 +3,7 @@
 //! or filter its rows: by key id (IB-Join, the small side as a key index), by the row ids of
 //! unmatched rows (DER) or by the unmatched rows themselves (DDR), each sent to its owner.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use skewjoin_operators::ib_join::{baseline_join, ib_join_in_place, TrackingMode};
 use skewjoin_operators::Side;
 
@@ -11,21 +11,21 @@ use super::kind::{join_dataflow, JoinStrategy};
 use crate::sizes::{smaller_side, PlanInputs};
 
 /// IB-Join with `small` broadcast as a key index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ib {
     /// The side copied to every worker.
     pub small: Side,
 }
 
 /// The DER baseline with `small` broadcast.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Der {
     /// The side copied to every worker.
     pub small: Side,
 }
 
 /// The DDR baseline with `small` broadcast.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ddr {
     /// The side copied to every worker.
     pub small: Side,

@@ -4,11 +4,12 @@
 use std::fmt;
 use std::hash::Hash;
 
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 use skewjoin_operators::join_logic::JoinLogic;
 use skewjoin_operators::partitioned_join::partitioned_join;
 use skewjoin_operators::route::{null_aware, route, Destination};
-use skewjoin_operators::{JoinKey, JoinType, PartitionLoad, Partitioning, Side};
+use skewjoin_operators::{JoinError, JoinKey, JoinType, PartitionLoad, Partitioning, Side};
 use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
@@ -38,7 +39,7 @@ pub struct JoinSetup<'a, K, L, R> {
 /// A join strategy with every choice made: what its module says about it, from its name to its
 /// dataflow. The registry in [`crate::strategy`] lists every strategy and turns each method into
 /// one of [`Resolved`](crate::strategy::Resolved)'s.
-pub trait JoinStrategy: Copy + fmt::Debug + PartialEq + Eq + Serialize {
+pub trait JoinStrategy: Copy + fmt::Debug + PartialEq + Eq + Serialize + DeserializeOwned {
     /// The name on the command line, in `--metrics`, in the Python package and in the browser:
     /// the one place it is written.
     const NAME: &'static str;
@@ -54,6 +55,12 @@ pub trait JoinStrategy: Copy + fmt::Debug + PartialEq + Eq + Serialize {
     /// The strategy asked for by name on these inputs, with the reason for its choices; `None`
     /// when it cannot compute the join type.
     fn choose(inputs: &PlanInputs) -> Option<(Self, String)>;
+
+    /// Whether, as resolved, it can compute a `how` join (a strategy resolved by hand may copy a
+    /// side whose matches the join type tracks).
+    fn can_compute(&self, _how: JoinType) -> Result<(), JoinError> {
+        Ok(())
+    }
 
     /// The side every worker receives a whole copy of; `None` for strategies that route each
     /// record to one place.

@@ -3,9 +3,11 @@
 //! run and which side it copies, how a user tunes it, what it predicts and reports, and its
 //! dataflow, all in [`JoinStrategy`]. [`crate::strategy`]'s registry lists them.
 //!
-//! A new strategy is a module here implementing [`JoinStrategy`], a `mod` line below and a line
-//! in the registry; every list of strategies (the command line's, `explain`'s, the browser's,
-//! the Python package's, the tests' `Strategy::CONCRETE`) reads the registry.
+//! A new strategy is a module here implementing [`JoinStrategy`], its `mod` and `pub use` lines
+//! below, and a line in the registry; every list of strategies (the command line's, `explain`'s,
+//! the browser's, the Python package's, the tests that walk `Strategy::CONCRETE`) reads the
+//! registry. The exactness tests (`planner/tests/exactness.rs`) list resolved strategies by
+//! hand, as they choose the settings to test each with: a new strategy adds its entries there.
 
 mod am;
 mod broadcast;

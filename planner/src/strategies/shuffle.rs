@@ -2,7 +2,7 @@
 
 use std::hash::Hash;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use skewjoin_operators::route::Destination;
 use skewjoin_operators::{JoinKey, JoinType, PartitionLoad, Partitioning, Side};
 
@@ -11,7 +11,7 @@ use crate::cost::{key_output, spread, KeyStats};
 use crate::sizes::PlanInputs;
 
 /// Shuffle-Join.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shuffle;
 
 impl JoinStrategy for Shuffle {

@@ -1,7 +1,7 @@
 //! The basic Tree-Join: every key, hot or not, grouped and split round after round until its
 //! pieces are leaves; no key counts, no classes.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use skewjoin_operators::tree_join::{tree_join, TreeParams};
 
 use super::am::tune_tree;
@@ -11,7 +11,7 @@ use crate::sizes::PlanInputs;
 use crate::tuning::Tuning;
 
 /// Basic Tree-Join over all keys.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TreeBasic {
     /// Leaf size and fan-out.
     pub tree: TreeParams,

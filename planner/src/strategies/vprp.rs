@@ -2,7 +2,7 @@
 //! equal sampled weight mapped to partitions, every record routed by its key's range through the
 //! range pact (the range planning is [`crate::vprp`]'s).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use skewjoin_operators::partitioned_join::partitioned_join;
 use skewjoin_operators::range_pact::{plan_tables, route_by_ranges, RangeObserver};
 use skewjoin_operators::route::Routed;
@@ -20,11 +20,11 @@ use crate::tuning::Tuning;
 use crate::vprp::{plan_ranges, RangeParams, DEFAULT_THETA};
 
 /// VPRP: ranges cut separately over join data and noise.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Vprp(pub VprpSettings);
 
 /// VPRP-T: ranges cut over all sampled keys (the paper's ablation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VprpT(pub VprpSettings);
 
 /// What VPRP and VPRP-T share; they differ in whether the noise is cut apart.
@@ -98,7 +98,7 @@ vprp!(
 );
 
 /// The choices of a VPRP run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VprpSettings {
     /// Virtual ranges per partition (the paper's alpha).
     pub virtual_per_partition: u32,

@@ -5,7 +5,7 @@ use std::path::Path;
 use arrow::datatypes::Schema;
 use skewjoin_operators::{JoinType, Partitioning, Side};
 use skewjoin_planner::strategy::VprpSettings;
-use skewjoin_planner::{Choice, Tuning};
+use skewjoin_planner::Tuning;
 
 use crate::cli::{JoinArgs, RunArgs};
 use crate::error::{Error, Result};
@@ -25,20 +25,18 @@ pub(crate) fn check_vprp_flags(run: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Applies the VPRP flags ([`check_vprp_flags`]) to a VPRP choice (its module's tuning); other
-/// strategies are left as they are.
-pub(crate) fn with_vprp_flags(mut choice: Choice, run: &RunArgs) -> Choice {
-    let flags = Tuning {
+/// `tuning` with the VPRP flags ([`check_vprp_flags`]) added, which every run has (with their
+/// defaults): the tuning the planner applies once, after its choice.
+pub(crate) fn with_vprp_flags(tuning: &Tuning, run: &RunArgs) -> Tuning {
+    Tuning {
         virtual_per_partition: Some(run.virtual_per_partition),
         sample_per_million: Some(
             VprpSettings::default()
                 .with_sample_fraction(run.sample_fraction)
                 .sample_per_million,
         ),
-        ..Tuning::default()
-    };
-    choice.resolved = choice.resolved.tuned(&flags);
-    choice
+        ..*tuning
+    }
 }
 
 /// The most worker threads one process runs, per CPU core, and at least: every worker

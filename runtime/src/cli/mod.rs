@@ -188,7 +188,7 @@ impl JoinArgs {
             leaf: self.leaf,
             fanout: self.fanout,
             statistics: self.statistics,
-            // VPRP's come from `RunArgs` (`checks::with_vprp_flags`), shared with `demo`.
+            // VPRP's come from `RunArgs` (`checks::with_vprp_flags`), which `demo` has too.
             ..skewjoin_planner::Tuning::default()
         }
     }

@@ -62,10 +62,10 @@ fn cluster_choice(
         broadcast_limit: facts.broadcast_limit,
         costs: facts.work_costs,
     };
-    let choice = resolve(strategy, &inputs, &args.tuning(), || {
+    let tuning = with_vprp_flags(&args.tuning(), &args.run);
+    resolve(strategy, &inputs, &tuning, || {
         Ok::<_, String>(KeyCheck::sampled(facts.skew.filter(|_| facts.sampled)))
-    })?;
-    Ok(with_vprp_flags(choice, &args.run))
+    })
 }
 
 /// `skewjoin join` as one process of a cluster.

@@ -5,7 +5,7 @@ use std::time::Instant;
 use skewjoin_operators::Side;
 use skewjoin_planner::datagen::{generate, GenSpec};
 use skewjoin_planner::work_costs::WorkCosts;
-use skewjoin_planner::{choose, PlanInputs, Strategy};
+use skewjoin_planner::{choose, Choice, PlanInputs, Strategy, Tuning};
 
 use crate::cli::{DemoArgs, RunArgs};
 use crate::engine::{self, JoinPlan};
@@ -72,6 +72,8 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     );
     let mut checksums = Vec::new();
     let mut all_right = true;
+    // Only VPRP's flags: the demo runs each strategy with its defaults otherwise.
+    let vprp_flags = with_vprp_flags(&Tuning::default(), &run);
     for strategy in Strategy::CONCRETE {
         let inputs = PlanInputs {
             how,
@@ -84,7 +86,10 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             costs: WorkCosts::THREADS,
         };
         let choice = match choose(strategy, &inputs) {
-            Ok(choice) => with_vprp_flags(choice, &run),
+            Ok(choice) => Choice {
+                resolved: choice.resolved.tuned(&vprp_flags),
+                ..choice
+            },
             Err(_) => {
                 outln!("{:<width$} (cannot compute a {how} join)", strategy.name());
                 continue;
