@@ -16,8 +16,10 @@ use crate::output_rows::PAD;
 
 /// The output schema of a join: the left columns, then the right columns, of the sides that `how`
 /// outputs. A right column whose name is a left column's gets the suffix `_right` (or `_right2`,
-/// `_right3`, ... when that is taken too). The columns of a side that may be padded with NULLs
-/// (because the other side keeps unmatched rows) are nullable.
+/// `_right3`, ... when that is taken too). A name an input repeats (a CSV header may) is kept by
+/// its first column and the others get `_2`, `_3`, ...: an output whose columns share a name
+/// cannot be read back by name (Polars refuses such a file). The columns of a side that may be
+/// padded with NULLs (because the other side keeps unmatched rows) are nullable.
 pub fn output_schema(left: &Schema, right: &Schema, how: JoinType) -> SchemaRef {
     let side_fields = |schema: &Schema, side: Side| -> Vec<Field> {
         if !how.outputs_side(side) {
@@ -34,7 +36,7 @@ pub fn output_schema(left: &Schema, right: &Schema, how: JoinType) -> SchemaRef 
             .collect()
     };
     let mut fields = side_fields(left, Side::Left);
-    let right_fields = side_fields(right, Side::Right);
+    let mut right_fields = side_fields(right, Side::Right);
 
     // A new name must not collide with any column of either side, so that renaming one column
     // never shadows another.
@@ -43,6 +45,27 @@ pub fn output_schema(left: &Schema, right: &Schema, how: JoinType) -> SchemaRef 
         .chain(&right_fields)
         .map(|field| field.name().clone())
         .collect();
+    // The first of `candidates` no column has, now taken.
+    fn claim(
+        taken: &mut std::collections::HashSet<String>,
+        mut candidates: impl Iterator<Item = String>,
+    ) -> String {
+        let name = candidates
+            .find(|candidate| !taken.contains(candidate))
+            .expect("an unbounded sequence of names has a free one");
+        taken.insert(name.clone());
+        name
+    }
+    for side_fields in [&mut fields, &mut right_fields] {
+        let mut seen = std::collections::HashSet::new();
+        for field in side_fields.iter_mut() {
+            if !seen.insert(field.name().clone()) {
+                let base = field.name().clone();
+                let name = claim(&mut taken, (2..).map(|n| format!("{base}_{n}")));
+                *field = field.clone().with_name(name);
+            }
+        }
+    }
     let left_names: std::collections::HashSet<&str> =
         fields.iter().map(|field| field.name().as_str()).collect();
     let mut renamed = Vec::with_capacity(right_fields.len());
@@ -52,11 +75,10 @@ pub fn output_schema(left: &Schema, right: &Schema, how: JoinType) -> SchemaRef 
             continue;
         }
         let base = format!("{}_right", field.name());
-        let name = std::iter::once(base.clone())
-            .chain((2..).map(|n| format!("{base}{n}")))
-            .find(|candidate| !taken.contains(candidate))
-            .expect("an unbounded sequence of names has a free one");
-        taken.insert(name.clone());
+        let name = claim(
+            &mut taken,
+            std::iter::once(base.clone()).chain((2..).map(|n| format!("{base}{n}"))),
+        );
         renamed.push(field.with_name(name));
     }
     fields.extend(renamed);

@@ -825,6 +825,22 @@ fn output_schema_renames_collisions_and_drops_unoutput_sides() {
 }
 
 #[test]
+fn output_schema_keeps_a_repeated_input_name_once() {
+    // A CSV header may repeat a name; the output must not, or it cannot be read back by name.
+    let field = |name: &str| Field::new(name, DataType::Int64, false);
+    let left = Schema::new(vec![field("k"), field("a"), field("a"), field("a_2")]);
+    let right = Schema::new(vec![field("k"), field("a"), field("b"), field("b")]);
+    let schema = output_schema(&left, &right, JoinType::Inner);
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(
+        names,
+        ["k", "a", "a_3", "a_2", "k_right", "a_right", "b", "b_2"]
+    );
+    let distinct: std::collections::HashSet<&&str> = names.iter().collect();
+    assert_eq!(distinct.len(), names.len());
+}
+
+#[test]
 fn take_output_pads_with_nulls() {
     let left = RecordBatch::try_from_iter([
         ("id", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef),
