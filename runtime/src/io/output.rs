@@ -8,6 +8,7 @@ use arrow::array::{
 use arrow::buffer::NullBuffer;
 use arrow::compute::{interleave, take};
 use arrow::datatypes::{Field, Schema, SchemaRef};
+use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use skewjoin_operators::{JoinType, Side};
 
 use crate::error::{Error, Result};
@@ -19,7 +20,10 @@ use crate::output_rows::PAD;
 /// `_right3`, ... when that is taken too). A name an input repeats (a CSV header may) is kept by
 /// its first column and the others get `_2`, `_3`, ...: an output whose columns share a name
 /// cannot be read back by name (Polars refuses such a file). The columns of a side that may be
-/// padded with NULLs (because the other side keeps unmatched rows) are nullable.
+/// padded with NULLs (because the other side keeps unmatched rows) are nullable. An input
+/// column's Parquet field id is not kept: the output is a new table, and both inputs number
+/// their columns from 1, so kept ids would give two columns one id (a reader that resolves
+/// columns by id, as Iceberg's do, would read one for the other).
 pub fn output_schema(left: &Schema, right: &Schema, how: JoinType) -> SchemaRef {
     let side_fields = |schema: &Schema, side: Side| -> Vec<Field> {
         if !how.outputs_side(side) {
@@ -31,7 +35,9 @@ pub fn output_schema(left: &Schema, right: &Schema, how: JoinType) -> SchemaRef 
             .iter()
             .map(|field| {
                 let nullable = field.is_nullable() || padded;
-                field.as_ref().clone().with_nullable(nullable)
+                let mut field = field.as_ref().clone().with_nullable(nullable);
+                field.metadata_mut().remove(PARQUET_FIELD_ID_META_KEY);
+                field
             })
             .collect()
     };

@@ -841,6 +841,30 @@ fn output_schema_keeps_a_repeated_input_name_once() {
 }
 
 #[test]
+fn output_schema_drops_the_inputs_parquet_field_ids_and_keeps_other_metadata() {
+    // Both inputs number their columns from 1: kept, the ids would name two output columns alike.
+    let with_id = |name: &str, id: &str| {
+        let mut field = Field::new(name, DataType::Int64, false);
+        field.metadata_mut().insert("PARQUET:field_id", id);
+        field
+            .metadata_mut()
+            .insert("comment", format!("{name} as written"));
+        field
+    };
+    let left = Schema::new(vec![with_id("k", "1"), with_id("a", "2")]);
+    let right = Schema::new(vec![with_id("k", "1"), with_id("b", "2")]);
+    let schema = output_schema(&left, &right, JoinType::Inner);
+    for field in schema.fields() {
+        assert!(
+            !field.metadata().contains_key("PARQUET:field_id"),
+            "{field:?}"
+        );
+        let base = field.name().trim_end_matches("_right");
+        assert_eq!(field.metadata()["comment"], format!("{base} as written"));
+    }
+}
+
+#[test]
 fn take_output_pads_with_nulls() {
     let left = RecordBatch::try_from_iter([
         ("id", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef),
