@@ -18,7 +18,7 @@ use skewjoin_operators::key_stats::{hot_keys, KeyCount, KeyCounts};
 use skewjoin_operators::{
     JoinConfig, JoinKey, JoinType, JoinedRow, LoadReport, PartitionLoad, Partitioning, Side,
 };
-use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
+use timely::dataflow::operators::{Concat, Exchange, Input, Inspect, Probe};
 use timely::dataflow::StreamVec;
 use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
@@ -514,8 +514,10 @@ where
 {
     let observers = Observers::new();
     let sink = Rc::new(RefCell::new(sink));
-    let mut left_input = InputHandle::new();
-    let mut right_input = InputHandle::new();
+    // Each side has two inputs: its records that join where they are fed, and those that go
+    // to their home partition's worker first (see `GoesHome`).
+    let [mut left_input, mut left_away, mut right_input, mut right_away] =
+        [(); 4].map(|_| InputHandle::new());
     let probe = ProbeHandle::new();
     let (left_rows, right_rows) = totals;
     // AM-Join and Tree-Join plan from exact key counts, a first dataflow of their own.
@@ -534,28 +536,31 @@ where
     // The plan was made from exact counts of the rows this dataflow is fed, at its one time.
     let plan = plan.map(AmPlanning::Exact);
     let (local_left, local_right) = rows.local_rows();
-    let fed_at_home = rows.fed_at_home();
+    // Rows not fed at home go there first only where the strategy needs them there.
+    let goes_home = GoesHome::of(
+        job.resolved,
+        rows.fed_at_home(),
+        homes,
+        partitioning,
+        (local_left, local_right),
+        worker.index(),
+    );
     worker.dataflow::<u32, _, _>(|scope| -> Result<(), String> {
-        let left = scope.input_from(&mut left_input);
-        let right = scope.input_from(&mut right_input);
+        let mut left = scope.input_from(&mut left_input);
+        let mut right = scope.input_from(&mut right_input);
+        if let Some(goes_home) = &goes_home {
+            // Only the records that go elsewhere pass through an exchange: an exchange of
+            // every record cost a fifth of a streamed IB-Join's CPU time, when most records
+            // are read by the worker that hosts their home.
+            left = left.concat(goes_home.send(scope.input_from(&mut left_away), Side::Left));
+            right = right.concat(goes_home.send(scope.input_from(&mut right_away), Side::Right));
+        }
         // Homes follow this process's row counts: its rows are cut over its own partitions.
         let (homes_left, homes_right) = (homes.clone(), homes.clone());
         let home_left: Home<K, V> =
             Rc::new(move |_, row: &V| homes_left.home(row.row() as u64, local_left));
         let home_right: Home<K, V> =
             Rc::new(move |_, row: &V| homes_right.home(row.row() as u64, local_right));
-        // Rows not fed at home go there first only where the strategy needs them there: an
-        // exchange of every row costs about 5 % of a uniform Shuffle-Join's CPU time.
-        let every = job.resolved.probes_in_place();
-        let (left, right) = if fed_at_home || !(every || job.resolved.spreads_nulls_locally()) {
-            (left, right)
-        } else {
-            let here = scope.index();
-            (
-                send_home(left, Rc::clone(&home_left), partitioning, here, every),
-                send_home(right, Rc::clone(&home_right), partitioning, here, every),
-            )
-        };
         let sink = Rc::clone(&sink);
         let config = JoinConfig::new().with_partitions(partitioning.partitions());
         let mut join = left
@@ -577,11 +582,16 @@ where
     if failure.is_none() {
         // Rows go in as containers of SEND_BATCH, not one at a time through the inputs'
         // container builders, whose checks per row cost more than the push.
-        let mut batches = [Vec::new(), Vec::new()];
+        let mut batches = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
         let sent = rows.feed(worker, false, &mut |key, row, hash, side| {
-            let (batch, input) = match side {
-                Side::Left => (&mut batches[0], &mut left_input),
-                Side::Right => (&mut batches[1], &mut right_input),
+            let away = goes_home
+                .as_ref()
+                .is_some_and(|goes_home| goes_home.moves(&key, row, side));
+            let (batch, input) = match (side, away) {
+                (Side::Left, false) => (&mut batches[0], &mut left_input),
+                (Side::Left, true) => (&mut batches[1], &mut left_away),
+                (Side::Right, false) => (&mut batches[2], &mut right_input),
+                (Side::Right, true) => (&mut batches[3], &mut right_away),
             };
             if batch.capacity() == 0 {
                 batch.reserve(SEND_BATCH);
@@ -592,13 +602,19 @@ where
                 batch.clear();
             }
         });
-        let [left_batch, right_batch] = &mut batches;
-        left_input.send_batch(left_batch);
-        right_input.send_batch(right_batch);
+        for (batch, input) in batches.iter_mut().zip([
+            &mut left_input,
+            &mut left_away,
+            &mut right_input,
+            &mut right_away,
+        ]) {
+            input.send_batch(batch);
+        }
         failure = sent.err();
     }
-    left_input.close();
-    right_input.close();
+    for input in [left_input, left_away, right_input, right_away] {
+        input.close();
+    }
     let stopped = step_until_done_or_stopped(worker, &probe, &|| sink.borrow().stopped());
     if stopped && failure.is_none() {
         failure = Some(STOPPED.to_string());
@@ -621,25 +637,71 @@ where
     })
 }
 
-/// For inputs not fed at home: sends records to the worker hosting their home partition, all of
-/// them when `every` (IB-Join and its baselines probe where a record is fed), else only those
-/// with NULL keys, which VPRP and the basic Tree-Join spread over the partitions of the worker
-/// that sent them: a streamed side is fed by one worker, which would otherwise keep every NULL.
-/// The other records stay where they are, and the strategy routes them.
-fn send_home<'s, K: JoinKey, V: RowValue>(
-    stream: StreamVec<'s, u32, (K, V)>,
-    home: Home<K, V>,
-    partitioning: Partitioning,
-    here: usize,
+/// Which of a worker's records go to the worker hosting their home partition before they join
+/// (for inputs not fed at home): all of them where the strategy probes where a record is fed
+/// (IB-Join and its baselines), only NULL keys where it spreads them over the partitions of the
+/// worker that has them (VPRP and the basic Tree-Join: a streamed side is fed by one worker,
+/// which would otherwise keep every NULL). The other records stay where they are, and the
+/// strategy routes them; so does a record whose home is on the worker that read it.
+struct GoesHome {
+    /// Every record, not only NULL keys.
     every: bool,
-) -> StreamVec<'s, u32, (K, V)> {
-    stream.exchange(move |(key, value)| {
-        if every || key.is_null() {
-            partitioning.owner(home(key, value)) as u64
-        } else {
-            here as u64
-        }
-    })
+    homes: RowHomes,
+    partitioning: Partitioning,
+    /// The rows of each side that this process reads.
+    local: (u64, u64),
+    /// This worker.
+    here: usize,
+}
+
+impl GoesHome {
+    /// The rule for `resolved` run on worker `here`, or `None` where no record moves.
+    fn of(
+        resolved: Resolved,
+        fed_at_home: bool,
+        homes: &RowHomes,
+        partitioning: Partitioning,
+        local: (u64, u64),
+        here: usize,
+    ) -> Option<Rc<GoesHome>> {
+        let every = resolved.probes_in_place();
+        (!fed_at_home && (every || resolved.spreads_nulls_locally())).then(|| {
+            Rc::new(GoesHome {
+                every,
+                homes: homes.clone(),
+                partitioning,
+                local,
+                here,
+            })
+        })
+    }
+
+    /// The worker hosting the home of row `row` of `side`.
+    #[inline]
+    fn owner(&self, row: u32, side: Side) -> usize {
+        let rows = match side {
+            Side::Left => self.local.0,
+            Side::Right => self.local.1,
+        };
+        self.partitioning
+            .owner(self.homes.home(u64::from(row), rows))
+    }
+
+    /// Whether the record of row `row` of `side`, with key `key`, goes elsewhere.
+    #[inline]
+    fn moves<K: JoinKey>(&self, key: &K, row: u32, side: Side) -> bool {
+        (self.every || key.is_null()) && self.owner(row, side) != self.here
+    }
+
+    /// Sends each record of `stream` (of `side`) to the worker hosting its home.
+    fn send<'s, K: JoinKey, V: RowValue>(
+        self: &Rc<Self>,
+        stream: StreamVec<'s, u32, (K, V)>,
+        side: Side,
+    ) -> StreamVec<'s, u32, (K, V)> {
+        let rule = Rc::clone(self);
+        stream.exchange(move |(_, value)| rule.owner(value.row(), side) as u64)
+    }
 }
 
 /// What AM-Join's first phase finds: the hot keys with both counts, and with Space-Saving the
