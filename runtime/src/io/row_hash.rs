@@ -1,5 +1,7 @@
 //! Stable row hashes over every column, for checksums.
 
+use std::sync::Arc;
+
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::buffer::NullBuffer;
 use arrow::compute::cast;
@@ -32,12 +34,35 @@ const CANONICAL_NAN: u64 = 0x7ff8_0000_0000_0000;
 /// binaries are their bytes; decimals up to 128 bits wide are their value as `i128` and their
 /// scale. Other types (256-bit decimals, nested types, ...) hash their display string.
 pub fn row_hashes(batch: &RecordBatch) -> Vec<u64> {
-    let mut hashers = vec![StableHasher::new(); batch.num_rows()];
-    for column in batch.columns() {
-        feed_column(column, &mut hashers);
+    // A dictionary-encoded column holds the same logical values as its plain form: decoded once.
+    let columns: Vec<ArrayRef> = batch
+        .columns()
+        .iter()
+        .map(|column| match column.data_type() {
+            DataType::Dictionary(_, value_type) => {
+                cast(column, value_type).unwrap_or_else(|_| Arc::clone(column))
+            }
+            _ => Arc::clone(column),
+        })
+        .collect();
+    // A block of rows at a time through every column, so that the block's hashers stay in the
+    // L1 cache rather than a whole batch's being read and written back once per column.
+    let rows = batch.num_rows();
+    let mut hashes = Vec::with_capacity(rows);
+    let mut hashers = [StableHasher::new(); HASH_BLOCK_ROWS];
+    for start in (0..rows).step_by(HASH_BLOCK_ROWS) {
+        let block = &mut hashers[..HASH_BLOCK_ROWS.min(rows - start)];
+        block.fill(StableHasher::new());
+        for column in &columns {
+            feed_column(&column.slice(start, block.len()), block);
+        }
+        hashes.extend(block.iter().map(StableHasher::finish));
     }
-    hashers.iter().map(StableHasher::finish).collect()
+    hashes
 }
+
+/// Rows hashed at a time by [`row_hashes`]: 8 KiB of hashers.
+const HASH_BLOCK_ROWS: usize = 1024;
 
 /// Feeds one value of `column` into each row's hasher, column by column so that each column is
 /// downcast once.
@@ -70,8 +95,16 @@ fn feed_column(column: &ArrayRef, hashers: &mut [StableHasher]) {
     }
     fn byte_view<T: ByteViewType>(column: &ArrayRef, hashers: &mut [StableHasher]) {
         let values = column.as_byte_view::<T>();
+        let views = values.views();
         feed_each(column, hashers, |hasher, row| {
-            hasher.write_bytes(values.value(row).as_ref())
+            // A string of up to 12 bytes is inline in its view, after its length.
+            let view = views[row];
+            let len = view as u32 as usize;
+            if len <= 12 {
+                hasher.write_short(view >> 32, len);
+            } else {
+                hasher.write_bytes(values.value(row).as_ref());
+            }
         });
     }
 
@@ -185,12 +218,23 @@ fn feed_each(
     hashers: &mut [StableHasher],
     mut feed: impl FnMut(&mut StableHasher, usize),
 ) {
-    let nulls: Option<NullBuffer> = column.logical_nulls();
-    for (row, hasher) in hashers.iter_mut().enumerate() {
-        if nulls.as_ref().is_some_and(|nulls| nulls.is_null(row)) {
-            hasher.write_u64(NULL_WORD);
-        } else {
-            feed(hasher, row);
+    let nulls: Option<NullBuffer> = column
+        .logical_nulls()
+        .filter(|nulls| nulls.null_count() > 0);
+    match nulls {
+        None => {
+            for (row, hasher) in hashers.iter_mut().enumerate() {
+                feed(hasher, row);
+            }
+        }
+        Some(nulls) => {
+            for (row, hasher) in hashers.iter_mut().enumerate() {
+                if nulls.is_null(row) {
+                    hasher.write_u64(NULL_WORD);
+                } else {
+                    feed(hasher, row);
+                }
+            }
         }
     }
 }
