@@ -425,14 +425,15 @@ pub(crate) trait Feed<K> {
     fn fed_at_home(&self) -> bool {
         true
     }
-    /// Sends this worker's rows as `send(key, row, hash, side)`, row numbers counted per side
-    /// among this process's rows, stepping `worker` every so often so the dataflows keep up.
-    /// With `keys_only` a feed may leave hashes zero. After an error, nothing more is sent.
+    /// Sends this worker's rows of `side` as `send(key, row, hash)`, row numbers counted among
+    /// this process's rows of that side, stepping `worker` every so often so the dataflows keep
+    /// up. With `keys_only` a feed may leave hashes zero. After an error, nothing more is sent.
     fn feed(
         &mut self,
         worker: &mut Worker,
         keys_only: bool,
-        send: &mut dyn FnMut(K, u32, u64, Side),
+        side: Side,
+        send: &mut dyn FnMut(K, u32, u64),
     ) -> Result<(), String>;
 }
 
@@ -466,22 +467,22 @@ impl<K: JoinKey> Feed<K> for MemoryFeed<'_, K> {
         &mut self,
         worker: &mut Worker,
         _keys_only: bool,
-        send: &mut dyn FnMut(K, u32, u64, Side),
+        side: Side,
+        send: &mut dyn FnMut(K, u32, u64),
     ) -> Result<(), String> {
         let job = self.job;
+        let (keys, hashes) = match side {
+            Side::Left => (&job.left, &job.left_hashes),
+            Side::Right => (&job.right, &job.right_hashes),
+        };
         let mut sent = 0usize;
         for partition in self.partitioning.local_partitions(worker.index()) {
-            for (keys, hashes, side) in [
-                (&job.left, &job.left_hashes, Side::Left),
-                (&job.right, &job.right_hashes, Side::Right),
-            ] {
-                for row in self.homes.rows_of(partition, keys.len() as u64) {
-                    let hash = hashes.get(row as usize).copied().unwrap_or(0);
-                    send(keys[row as usize].clone(), row as u32, hash, side);
-                    sent += 1;
-                    if sent.is_multiple_of(FEED_CHUNK) {
-                        worker.step();
-                    }
+            for row in self.homes.rows_of(partition, keys.len() as u64) {
+                let hash = hashes.get(row as usize).copied().unwrap_or(0);
+                send(keys[row as usize].clone(), row as u32, hash);
+                sent += 1;
+                if sent.is_multiple_of(FEED_CHUNK) {
+                    worker.step();
                 }
             }
         }
@@ -515,9 +516,9 @@ where
     let observers = Observers::new();
     let sink = Rc::new(RefCell::new(sink));
     // Each side has two inputs: its records that join where they are fed, and those that go
-    // to their home partition's worker first (see `GoesHome`).
-    let [mut left_input, mut left_away, mut right_input, mut right_away] =
-        [(); 4].map(|_| InputHandle::new());
+    // to their home partition's worker first (see `GoesHome`). A side's inputs close (are
+    // taken) when it has been fed.
+    let mut inputs = [(); 2].map(|_| Some([(); 2].map(|_| InputHandle::new())));
     let probe = ProbeHandle::new();
     let (left_rows, right_rows) = totals;
     // AM-Join and Tree-Join plan from exact key counts, a first dataflow of their own.
@@ -546,14 +547,17 @@ where
         worker.index(),
     );
     worker.dataflow::<u32, _, _>(|scope| -> Result<(), String> {
-        let mut left = scope.input_from(&mut left_input);
-        let mut right = scope.input_from(&mut right_input);
+        let [Some([left_input, left_away]), Some([right_input, right_away])] = &mut inputs else {
+            unreachable!("the inputs close after the dataflow is built");
+        };
+        let mut left = scope.input_from(left_input);
+        let mut right = scope.input_from(right_input);
         if let Some(goes_home) = &goes_home {
             // Only the records that go elsewhere pass through an exchange: an exchange of
             // every record cost a fifth of a streamed IB-Join's CPU time, when most records
             // are read by the worker that hosts their home.
-            left = left.concat(goes_home.send(scope.input_from(&mut left_away), Side::Left));
-            right = right.concat(goes_home.send(scope.input_from(&mut right_away), Side::Right));
+            left = left.concat(goes_home.send(scope.input_from(left_away), Side::Left));
+            right = right.concat(goes_home.send(scope.input_from(right_away), Side::Right));
         }
         // Homes follow this process's row counts: its rows are cut over its own partitions.
         let (homes_left, homes_right) = (homes.clone(), homes.clone());
@@ -579,41 +583,45 @@ where
         Ok(())
     })?;
 
-    if failure.is_none() {
-        // Rows go in as containers of SEND_BATCH, not one at a time through the inputs'
-        // container builders, whose checks per row cost more than the push.
-        let mut batches = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
-        let sent = rows.feed(worker, false, &mut |key, row, hash, side| {
-            let away = goes_home
-                .as_ref()
-                .is_some_and(|goes_home| goes_home.moves(&key, row, side));
-            let (batch, input) = match (side, away) {
-                (Side::Left, false) => (&mut batches[0], &mut left_input),
-                (Side::Left, true) => (&mut batches[1], &mut left_away),
-                (Side::Right, false) => (&mut batches[2], &mut right_input),
-                (Side::Right, true) => (&mut batches[3], &mut right_away),
-            };
-            if batch.capacity() == 0 {
-                batch.reserve(SEND_BATCH);
-            }
-            batch.push((key, make_value(side, row, hash)));
-            if batch.len() == SEND_BATCH {
-                input.send_batch(batch);
-                batch.clear();
-            }
-        });
-        for (batch, input) in batches.iter_mut().zip([
-            &mut left_input,
-            &mut left_away,
-            &mut right_input,
-            &mut right_away,
-        ]) {
-            input.send_batch(batch);
+    // The side the strategy copies is fed first, and its inputs close before the other side is
+    // read: IB-Join then probes the large side's records as they come, rather than holding them
+    // all until its index is complete.
+    let first = job.resolved.copied_side().unwrap_or(Side::Left);
+    for side in [first, first.other()] {
+        let index = match side {
+            Side::Left => 0,
+            Side::Right => 1,
+        };
+        let Some([input, away]) = &mut inputs[index] else {
+            continue;
+        };
+        if failure.is_none() {
+            // Rows go in as containers of SEND_BATCH, not one at a time through the inputs'
+            // container builders, whose checks per row cost more than the push.
+            let mut batches = [Vec::new(), Vec::new()];
+            let sent = rows.feed(worker, false, side, &mut |key, row, hash| {
+                let moves = goes_home
+                    .as_ref()
+                    .is_some_and(|goes_home| goes_home.moves(&key, row, side));
+                let (batch, input) = match moves {
+                    false => (&mut batches[0], &mut *input),
+                    true => (&mut batches[1], &mut *away),
+                };
+                if batch.capacity() == 0 {
+                    batch.reserve(SEND_BATCH);
+                }
+                batch.push((key, make_value(side, row, hash)));
+                if batch.len() == SEND_BATCH {
+                    input.send_batch(batch);
+                    batch.clear();
+                }
+            });
+            let [here_batch, away_batch] = &mut batches;
+            input.send_batch(here_batch);
+            away.send_batch(away_batch);
+            failure = sent.err();
         }
-        failure = sent.err();
-    }
-    for input in [left_input, left_away, right_input, right_away] {
-        input.close();
+        inputs[index] = None;
     }
     let stopped = step_until_done_or_stopped(worker, &probe, &|| sink.borrow().stopped());
     if stopped && failure.is_none() {
@@ -756,10 +764,15 @@ pub(crate) fn key_statistics<K: JoinKey>(
             }
         }
     });
-    let sent = rows.feed(worker, true, &mut |key, _, _, side| match side {
-        Side::Left => left_input.send((key, ())),
-        Side::Right => right_input.send((key, ())),
-    });
+    let sent = rows
+        .feed(worker, true, Side::Left, &mut |key, _, _| {
+            left_input.send((key, ()))
+        })
+        .and_then(|()| {
+            rows.feed(worker, true, Side::Right, &mut |key, _, _| {
+                right_input.send((key, ()))
+            })
+        });
     left_input.close();
     right_input.close();
     step_until_done(worker, &probe);

@@ -232,12 +232,17 @@ impl<K: JoinKey, R: RowSource<K> + ?Sized> Feed<K> for StreamFeed<R> {
         &mut self,
         worker: &mut Worker,
         keys_only: bool,
-        send: &mut dyn FnMut(K, u32, u64, Side),
+        side: Side,
+        send: &mut dyn FnMut(K, u32, u64),
     ) -> Result<(), String> {
-        for (side, total) in [(Side::Left, self.local.0), (Side::Right, self.local.1)] {
+        let total = match side {
+            Side::Left => self.local.0,
+            Side::Right => self.local.1,
+        };
+        {
             let cuts = self.source.cuts(side);
             let Some(rows) = self.rows_of(side, total, &cuts, worker.index()) else {
-                continue;
+                return Ok(());
             };
             let whole = rows == (0..total);
             let mut row = rows.start;
@@ -246,7 +251,7 @@ impl<K: JoinKey, R: RowSource<K> + ?Sized> Feed<K> for StreamFeed<R> {
                     // More rows than planned: their homes are unknown, so they are counted, not
                     // sent.
                     if row < rows.end {
-                        send(key, row as u32, hash, side);
+                        send(key, row as u32, hash);
                         if (row + 1).is_multiple_of(FEED_CHUNK as u64) {
                             worker.step();
                         }

@@ -210,3 +210,62 @@ where
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use timely::dataflow::operators::{Input, Inspect};
+    use timely::dataflow::InputHandle;
+
+    use super::IbJoin;
+    use crate::{JoinConfig, JoinType, Side};
+
+    #[test]
+    fn large_records_are_probed_as_they_come_once_the_small_side_is_complete() {
+        timely::execute_directly(|worker| {
+            let mut large = InputHandle::new();
+            let mut small = InputHandle::new();
+            let rows = Rc::new(RefCell::new(Vec::new()));
+            let seen = Rc::clone(&rows);
+            worker.dataflow::<u32, _, _>(|scope| {
+                let large = scope.input_from(&mut large);
+                let small = scope.input_from(&mut small);
+                large
+                    .ib_join(small, JoinType::Left, Side::Right, &JoinConfig::new())
+                    .inspect(move |row| seen.borrow_mut().push(*row));
+            });
+            let mut step = |large: &mut InputHandle<u32, _>, rows: &Rc<RefCell<Vec<_>>>| {
+                // What was sent goes in now, without closing or advancing the large input.
+                large.flush();
+                for _ in 0..50 {
+                    worker.step();
+                }
+                let mut taken: Vec<(u64, Option<u64>, Option<char>)> = rows.take();
+                taken.sort();
+                taken
+            };
+            small.send((1u64, 'a'));
+            large.send((1u64, 10u64));
+            // The small side is still open at time 0: nothing can be probed yet.
+            assert_eq!(step(&mut large, &rows), []);
+            small.advance_to(1);
+            // Complete at time 0 now: the large record held so far is probed, and each that
+            // comes after as it comes, though the large side is still open at time 0.
+            assert_eq!(step(&mut large, &rows), [(1, Some(10), Some('a'))]);
+            large.send((1, 11));
+            large.send((2, 12));
+            assert_eq!(
+                step(&mut large, &rows),
+                [(1, Some(11), Some('a')), (2, Some(12), None)]
+            );
+            // The next time, with another small row.
+            small.send((2, 'b'));
+            small.advance_to(2);
+            large.advance_to(1);
+            large.send((2, 13));
+            assert_eq!(step(&mut large, &rows), [(2, Some(13), Some('b'))]);
+        });
+    }
+}

@@ -1,6 +1,7 @@
-//! The probe: each time's broadcast small rows indexed, then probed by the large records once
-//! both inputs are complete, a budget of output rows per activation; with tracking, each
-//! partition's matches reported to the owners of the id ranges.
+//! The probe: each time's broadcast small rows indexed once the small input is complete at that
+//! time, then probed by the large records, those held until then and each batch that arrives
+//! after as it arrives, a budget of output rows per activation; once the large input is complete
+//! too, with tracking, each partition's matches reported to the owners of the id ranges.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -134,7 +135,21 @@ where
                 });
                 input_large.for_each_stamp(|stamp, data| {
                     let time = stamp_time(&stamp);
-                    let state = probe_state(&mut pending, &time, || stamp.delayed(&time, 0), slots);
+                    // A time whose index is built probes its large batches as they come; the
+                    // others hold them until it is.
+                    let (large_batches, large_held) =
+                        match ready.iter_mut().find(|job| job.capability.time() == &time) {
+                            Some(job) => (&mut job.large_batches, &mut job.large_held),
+                            None => {
+                                let state = probe_state(
+                                    &mut pending,
+                                    &time,
+                                    || stamp.delayed(&time, 0),
+                                    slots,
+                                );
+                                (&mut state.large_batches, &mut state.large_held)
+                            }
+                        };
                     for batch in data {
                         // One counter update per partition and batch, not per record.
                         received.iter_mut().for_each(|count| *count = 0);
@@ -161,17 +176,18 @@ where
                         for (slot, &count) in received.iter().enumerate() {
                             if count > 0 {
                                 loads.receive(local[slot], count);
-                                state.large_held[slot] += count;
+                                large_held[slot] += count;
                             }
                         }
-                        state.large_batches.push((std::mem::take(batch), runs));
+                        large_batches.push((std::mem::take(batch), runs));
                     }
                 });
 
+                // A time's index is built as soon as its small rows are all here.
                 let mut index = 0;
                 while index < pending.len() {
                     let time = pending[index].0.time();
-                    if frontier_small.less_equal(time) || frontier_large.less_equal(time) {
+                    if frontier_small.less_equal(time) {
                         index += 1;
                         continue;
                     }
@@ -182,7 +198,8 @@ where
                 // At most OUTPUT_BUDGET rows this activation: a probe stops where the budget
                 // runs out, inside a hot key's small rows if need be, and goes on next time.
                 let mut budget = OUTPUT_BUDGET;
-                while let Some(job) = ready.first_mut() {
+                let mut index = 0;
+                while let Some(job) = ready.get_mut(index) {
                     let mut session = output.session(&job.capability);
                     let mut logic = logic.borrow_mut();
                     let mut emit = ProbeOutput {
@@ -282,6 +299,9 @@ where
                             job.run = 0;
                             job.at = 0;
                         }
+                        // Every batch that came is probed: the list starts again for the next.
+                        job.large_batches.clear();
+                        job.batch = 0;
                         true
                     };
                     job.produced = emit.produced;
@@ -293,6 +313,11 @@ where
                         drop(session);
                         activator.activate();
                         break;
+                    }
+                    if frontier_large.less_equal(job.capability.time()) {
+                        // Every large batch that has come is probed; more may come.
+                        index += 1;
+                        continue;
                     }
                     for (slot, &partition) in local.iter().enumerate() {
                         let held = job.small_own[slot].len() as u64
@@ -365,14 +390,15 @@ where
                             .push((job.capability.time().clone(), Rc::clone(&job.table)));
                     }
                     // Done: its capability goes, and with it the hold on the output frontier.
-                    ready.remove(0);
+                    ready.remove(index);
                 }
             }
         },
     )
 }
 
-/// A time whose probe inputs are complete, probing a budget of output rows per activation.
+/// A time whose small rows are all indexed, probing a budget of output rows per activation, its
+/// large batches appended as they come until that input is complete too.
 struct ProbeJob<T: Timestamp, K, S, X> {
     capability: Capability<T>,
     table: Rc<Index<K, S>>,
