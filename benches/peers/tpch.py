@@ -368,6 +368,7 @@ def main():
     meta = {"sf": args.sf, "data": os.path.relpath(args.data, HERE) if args.data.startswith(HERE) else args.data, "runs": args.runs, "warmups": args.warmups,
             "machine": f"{os.cpu_count()} cores, {platform.machine()}", "versions": versions()}
     table = report(results, meta)
+    os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "tpch-results.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=2)
     with open(os.path.join(args.out, "tpch-results.md"), "w") as f:
