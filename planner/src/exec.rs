@@ -585,7 +585,9 @@ where
 
     // The side the strategy copies is fed first, and its inputs close before the other side is
     // read: IB-Join then probes the large side's records as they come, rather than holding them
-    // all until its index is complete.
+    // all until its index is complete. Each worker orders its own reading so; a side that
+    // cannot be cut into parts (CSV) is read by one worker while another reads the other side,
+    // and large records read before every worker has fed the small side are held until then.
     let first = job.resolved.copied_side().unwrap_or(Side::Left);
     for side in [first, first.other()] {
         let index = match side {

@@ -8,9 +8,10 @@
 //! (worker 0 the left, worker 1 the right when there are two or more), so the two inputs are
 //! still decoded in parallel. A row's home partition is the one
 //! [`execute`](crate::exec::execute) gives it, by row number, so loads and outputs are those of
-//! an in-memory run. Rows go home through an exchange where the strategy needs them there before
-//! it routes them: every row for IB-Join and its baselines, which probe in place, and NULL keys
-//! for the others, which spread NULLs over the partitions of the worker that has them.
+//! an in-memory run. A row read by a worker that does not host its home goes there through an
+//! exchange where the strategy needs it there before it routes it: every such row for IB-Join
+//! and its baselines, which probe in place, and those with NULL keys for VPRP and the basic
+//! Tree-Join, which spread NULLs over the partitions of the worker that has them.
 //!
 //! In a cluster, [`execute_cluster_stream`](crate::exec_cluster::execute_cluster_stream) runs the
 //! same feed on each process over its share of the rows.

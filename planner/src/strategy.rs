@@ -180,7 +180,9 @@ macro_rules! registry {
 
             /// Predicts per-partition input and output on these keys ([`JoinStrategy::predict`]);
             /// `None` for strategies the cost model does not cover. Peak records held equal
-            /// input: a join holds all of a timestamp's records until both inputs are complete.
+            /// input, the cost model's rule (a join that holds all of a timestamp's records until
+            /// both inputs are complete; IB-Join holds less, as it probes the large side as it
+            /// comes, and its load report counts by the same rule).
             pub fn predict<K: JoinKey + Hash>(
                 &self,
                 how: JoinType,

@@ -46,7 +46,7 @@ struct Probe<K, S, X> {
     broadcast: Vec<(K, S)>,
 }
 
-/// Probes waiting for their inputs to complete, with a capability for their time.
+/// Probes waiting for their small input to complete, with a capability for their time.
 type PendingProbes<T, K, S, X> = Vec<(Capability<T>, Probe<K, S, X>)>;
 
 /// Index kept for the tracking operator of the same worker, per time.
