@@ -13,8 +13,8 @@
 //! // On a cluster a shuffled record costs more (it crosses a socket), so a counted output pair
 //! // is a smaller part of one, and copying a small side pays sooner.
 //! assert!(WorkCosts::CLUSTER.pair_1024ths < WorkCosts::THREADS.pair_1024ths);
-//! assert!(WorkCosts::CLUSTER.copying_pays(100_000, 1_500_000, 2));
-//! assert!(!WorkCosts::THREADS.copying_pays(100_000, 1_500_000, 2));
+//! assert!(WorkCosts::CLUSTER.copying_pays(100_000, 1_000_000, 2));
+//! assert!(!WorkCosts::THREADS.copying_pays(100_000, 1_000_000, 2));
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -81,15 +81,15 @@ impl WorkCosts {
     /// 154 to 184 ns of CPU; a counted pair 1/256 of one (same-rank Zipf 1.2, 150,000 rows a
     /// side, 1.1 x 10^9 pairs balanced by AM-Join in 0.37 s); AM-Join's key count 0.75 of a
     /// fair share (0.45 s more than Shuffle-Join's 0.62 s on a uniform 4M x 4M pair); a copied
-    /// record 1.95 and a large-side record probed in place 0.86 (IB-Join on 100,000 x 5M and
-    /// 600,000 x 3M: 0.43 to 0.45 and 0.45 s, Shuffle-Join 0.47 and 0.33 s). Moving a record between
-    /// threads is cheap, so copying a small side pays only where the large one is 21 times
-    /// larger at W = 2 and 49 times at W = 4.
+    /// record 2.78 and a large-side record probed in place 0.58 (IB-Join, which probes the large
+    /// side as it is read, on 350,000 x 5M and 100,000 x 5M: 0.37 and 0.25 s, Shuffle-Join 0.41
+    /// and 0.37 s). Moving a record between threads is cheap, so copying a small side pays only
+    /// where the large one is 11 times larger at W = 2 and 24 times at W = 4.
     pub const THREADS: WorkCosts = WorkCosts {
         pair_1024ths: 4,
         key_count_per_mille: 750,
-        copy_per_mille: 1950,
-        in_place_per_mille: 860,
+        copy_per_mille: 2780,
+        in_place_per_mille: 580,
         crossing_per_mille: 0,
     };
     /// A cluster, output counted (2 to 8 emulated machines of benches/cluster): a shuffled
@@ -193,8 +193,8 @@ impl WorkCosts {
     /// [`copying_pays`](Self::copying_pays) against AM-Join rather than Shuffle-Join: a shuffle
     /// of both sides and AM-Join's key count (and its extra traffic on a link). A copy balances
     /// a key hot on the large side as well as AM-Join does (that side stays where it is), so
-    /// where AM-Join is the other choice it pays sooner: on two threads from about 2.4:1 rather
-    /// than 21:1.
+    /// where AM-Join is the other choice it pays sooner: on two threads from about 3.3:1 rather
+    /// than 11:1.
     pub fn copying_beats_am_join(&self, small: u64, large: u64, workers: u64) -> bool {
         let extra = self.am_join_extra(1000).min(u128::from(u32::MAX)) as u32;
         self.copying_costs_less(small, large, workers, extra.saturating_add(1000))
