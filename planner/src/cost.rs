@@ -49,30 +49,29 @@ pub struct KeyStats<K> {
 impl<K: JoinKey> KeyStats<K> {
     /// Counts the keys of both sides.
     pub fn from_keys(left: &[K], right: &[K]) -> KeyStats<K> {
-        let mut counts: FxHashMap<&K, (u64, u64)> = FxHashMap::default();
-        let mut nulls = (0u64, 0u64);
-        for key in left {
-            if key.is_null() {
-                nulls.0 += 1;
-            } else {
-                counts.entry(key).or_default().0 += 1;
+        // The map owns its keys: one keyed by references into the inputs followed each one to
+        // a random place in them to compare it, a cache miss per row (most of `explain`'s time
+        // on 10M x 10M rows).
+        let mut counts: FxHashMap<K, [u64; 2]> = FxHashMap::default();
+        let mut nulls = [0u64; 2];
+        for (side, keys) in [left, right].into_iter().enumerate() {
+            for key in keys {
+                if key.is_null() {
+                    nulls[side] += 1;
+                } else if let Some(count) = counts.get_mut(key) {
+                    count[side] += 1;
+                } else {
+                    let mut count = [0; 2];
+                    count[side] = 1;
+                    counts.insert(key.clone(), count);
+                }
             }
         }
-        for key in right {
-            if key.is_null() {
-                nulls.1 += 1;
-            } else {
-                counts.entry(key).or_default().1 += 1;
-            }
-        }
+        let nulls = (nulls[0], nulls[1]);
         KeyStats {
             keys: counts
                 .into_iter()
-                .map(|(key, (left, right))| KeyCount {
-                    key: key.clone(),
-                    left,
-                    right,
-                })
+                .map(|(key, [left, right])| KeyCount { key, left, right })
                 .collect(),
             left_rows: left.len() as u64,
             right_rows: right.len() as u64,
