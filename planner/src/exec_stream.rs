@@ -94,8 +94,9 @@ pub trait RowSource<K>: Send + Sync + 'static {
 
 /// The rows of each of `parts` parts of a side of `rows` rows, cut only at `cuts` (ascending,
 /// within `1..rows`), each part as near `rows / parts` rows as the cuts allow; a part may be
-/// empty.
-pub(crate) fn split_at_cuts(cuts: &[u64], rows: u64, parts: usize) -> Vec<Range<u64>> {
+/// empty. A side with cuts is read so by the workers of a process, part `i` by its `i`th
+/// worker, which is where a caller that keeps the batches read finds them.
+pub fn split_at_cuts(cuts: &[u64], rows: u64, parts: usize) -> Vec<Range<u64>> {
     let mut bounds = vec![0u64];
     for part in 1..parts {
         let target = (rows as u128 * part as u128 / parts as u128) as u64;

@@ -19,7 +19,7 @@ use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
 use skewjoin_operators::{JoinType, Key, LoadReport, Side};
 use skewjoin_planner::exec::{execute, JobOutput, JoinJob, PairSink, RowRef, STOPPED};
-use skewjoin_planner::exec_stream::{execute_stream, RowSource, StreamJob};
+use skewjoin_planner::exec_stream::{execute_stream, split_at_cuts, RowSource, StreamJob};
 use skewjoin_planner::report::StrategyReport;
 use skewjoin_planner::{PlanError, Resolved};
 
@@ -542,11 +542,14 @@ pub fn run_stream(
     progress: Option<Arc<AtomicU64>>,
     read: Option<Arc<AtomicU64>>,
 ) -> Result<RunReport> {
+    // With an output, each side's batches are kept as the workers read them: each its part of
+    // the side, cut where `execute_stream` cuts it.
     let store = |side: &StreamSide| {
         let rows = if output.is_some() { side.input.rows } else { 0 };
-        Arc::new(RowStore::chunked(
+        let parts = split_at_cuts(&side.input.cuts(), rows, plan.workers);
+        Arc::new(RowStore::parts(
             Arc::clone(&side.input.selected),
-            rows,
+            &parts,
             CHUNK_ROWS,
         ))
     };
@@ -562,7 +565,7 @@ pub fn run_stream(
     let keep_in = |store: &Arc<RowStore>| -> Option<KeepBatch> {
         let store = Arc::clone(store);
         output.is_some().then(|| {
-            Box::new(move |index, batch: &RecordBatch| store.put(index, batch.clone())) as KeepBatch
+            Box::new(move |first, batch: &RecordBatch| store.put(first, batch.clone())) as KeepBatch
         })
     };
     let keep = [keep_in(&stores.0), keep_in(&stores.1)];
@@ -578,9 +581,9 @@ pub fn run_stream(
     })
 }
 
-/// What keeps a side's batches for the output: called with each batch's index (in
-/// [`CHUNK_ROWS`]) and the batch, before its rows are sent.
-pub(crate) type KeepBatch = Box<dyn Fn(usize, &RecordBatch) -> Result<()> + Send + Sync>;
+/// What keeps a side's batches for the output: called with each batch's first row (its row
+/// number in the side) and the batch, before its rows are sent, on the worker that sends them.
+pub(crate) type KeepBatch = Box<dyn Fn(u64, &RecordBatch) -> Result<()> + Send + Sync>;
 
 /// What an input found bad while it is read does to the run.
 pub(crate) enum OnReadError {
@@ -635,11 +638,9 @@ impl FileSource {
     ) -> Result<()> {
         let (input, keep) = self.side(side);
         let path = input.input.path.as_path();
-        // Kept batches are numbered in whole chunks of the side, and a part that is kept starts
-        // at a chunk boundary (see `cuts`).
-        let first_chunk = (rows.start / CHUNK_ROWS as u64) as usize;
-        let batches = input.input.batches_of_rows(keys_only, rows)?;
-        for (index, batch) in batches.enumerate() {
+        let batches = input.input.batches_of_rows(keys_only, rows.clone())?;
+        let mut first = rows.start;
+        for batch in batches {
             if let OnReadError::Record(failure) = &self.on_error {
                 // The run ends with another worker's error (the one recorded first, which the
                 // caller gets): reading on is wasted.
@@ -649,7 +650,6 @@ impl FileSource {
                     ));
                 }
             }
-            let index = first_chunk + index;
             let batch = batch?;
             if keys_only {
                 for_each_key(&batch, &input.key_columns, path, |key| send(key, 0))?;
@@ -663,8 +663,9 @@ impl FileSource {
                 read.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
             }
             if let Some(keep) = keep {
-                keep(index, &selected)?;
+                keep(first, &selected)?;
             }
+            first += batch.num_rows() as u64;
             let mut hashes = hashes.into_iter();
             for_each_key(&batch, &input.key_columns, path, |key| {
                 send(key, hashes.next().expect("a row hash per row"));
@@ -694,11 +695,9 @@ impl RowSource<Key> for FileSource {
     }
 
     /// A Parquet side is cut at its row groups and an Arrow IPC file at its record batches, so
-    /// that every worker decodes a share of it; where the output keeps the side's batches, only
-    /// at whole chunks.
+    /// that every worker decodes a share of it.
     fn cuts(&self, side: Side) -> Vec<u64> {
-        let (input, keep) = self.side(side);
-        input.input.cuts(keep.is_some())
+        self.side(side).0.input.cuts()
     }
 }
 

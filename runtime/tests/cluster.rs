@@ -341,15 +341,17 @@ fn a_cluster_told_its_links_are_slow_copies_a_small_side_sooner() {
 
 /// A cluster writes one part per worker and a manifest; the parts hold exactly the rows of a
 /// one-process output file, all columns or those chosen, and the manifest's counts add up.
+/// Each process's share is several row groups, which its two workers read at once.
 #[test]
 fn a_cluster_output_is_the_rows_of_a_one_process_output() {
     let dir = TempDir::new().unwrap();
     let path = dir.path();
+    // Five row groups of at most 64 Ki rows.
     gen(
         path,
         "d",
         &[
-            "--rows", "100000", "--keys", "60000", "--skew", "0.5", "--noise", "0.2",
+            "--rows", "300000", "--keys", "180000", "--skew", "0.5", "--noise", "0.2",
         ],
     );
     let join = [

@@ -1,6 +1,8 @@
 //! Rows in Arrow's row format, to travel with their pairs between processes.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
 
 use arrow::array::RecordBatch;
 use arrow::error::ArrowError;
@@ -8,15 +10,15 @@ use arrow::row::{RowConverter, Rows, SortField};
 
 use crate::engine::{KeepBatch, StreamSide};
 use crate::error::{Error, Result};
-use crate::io::batches::CHUNK_ROWS;
 
 /// Encodes a side's rows in Arrow's row format, to travel with them between processes: each batch
 /// as it is read ([`RowEncoder::keep`]), its rows then taken one at a time as they are fed.
 pub(super) struct RowEncoder {
     pub(super) fields: Vec<SortField>,
     converter: RowConverter,
-    /// The batch being fed: the row number of its first row, and its rows encoded.
-    current: Mutex<(u64, Option<Rows>)>,
+    /// The batch each reading worker is feeding, by its thread: the row number of its first
+    /// row, and its rows encoded. The workers of a process read parts of a side at once.
+    current: Mutex<HashMap<ThreadId, (u64, Rows)>>,
     name: String,
 }
 
@@ -37,7 +39,7 @@ impl RowEncoder {
         Ok(RowEncoder {
             fields,
             converter,
-            current: Mutex::new((0, None)),
+            current: Mutex::new(HashMap::new()),
             name,
         })
     }
@@ -50,10 +52,10 @@ impl RowEncoder {
     }
 
     /// What the file source calls with each batch it reads for the join: encodes it, and makes
-    /// it the batch whose rows [`RowEncoder::bytes`] gives.
+    /// it the batch whose rows [`RowEncoder::bytes`] gives on this worker's thread.
     pub(super) fn keep(encoder: &Arc<RowEncoder>) -> KeepBatch {
         let encoder = Arc::clone(encoder);
-        Box::new(move |index, batch: &RecordBatch| {
+        Box::new(move |first, batch: &RecordBatch| {
             let rows = encoder
                 .converter
                 .convert_columns(batch.columns())
@@ -62,13 +64,13 @@ impl RowEncoder {
                 .current
                 .lock()
                 .map_err(|_| Error::Internal("a row encoder panicked".into()))?;
-            *current = ((index * CHUNK_ROWS) as u64, Some(rows));
+            current.insert(std::thread::current().id(), (first, rows));
             Ok(())
         })
     }
 
-    /// Row `row` of the side, encoded: it must be in the batch being fed, which it is while the
-    /// source sends it (see `execute_cluster_stream`).
+    /// Row `row` of the side, encoded: it must be in the batch this thread is feeding, which it
+    /// is while the source sends it (see `execute_cluster_stream`).
     pub(super) fn bytes(&self, row: u32) -> Vec<u8> {
         // A side that gives the output no column (`--select` naming only the other side's)
         // sends rows of no bytes; arrow's row format holds no rows without a column.
@@ -79,8 +81,9 @@ impl RowEncoder {
             .current
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
-        let (first, rows) = &*current;
-        let rows = rows.as_ref().expect("a row is fed after its batch is read");
+        let (first, rows) = current
+            .get(&std::thread::current().id())
+            .expect("a row is fed by the worker that read its batch");
         rows.row((u64::from(row) - first) as usize)
             .as_ref()
             .to_vec()

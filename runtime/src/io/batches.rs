@@ -282,10 +282,8 @@ impl InputFile {
 
     /// The row numbers at which this input may be cut into parts read apart
     /// ([`batches_of_rows`](InputFile::batches_of_rows)): the starts of its Parquet row groups or
-    /// Arrow IPC file record batches after the first; with `chunk_aligned`, only those at a
-    /// multiple of [`CHUNK_ROWS`], so that every part's batches are whole chunks of the side.
-    /// None for CSV and IPC streams.
-    pub fn cuts(&self, chunk_aligned: bool) -> Vec<u64> {
+    /// Arrow IPC file record batches after the first. None for CSV and IPC streams.
+    pub fn cuts(&self) -> Vec<u64> {
         let mut start = 0u64;
         let mut cuts = Vec::new();
         for &rows in self
@@ -294,9 +292,7 @@ impl InputFile {
             .take(self.group_rows.len().saturating_sub(1))
         {
             start += rows;
-            if !chunk_aligned || start.is_multiple_of(CHUNK_ROWS as u64) {
-                cuts.push(start);
-            }
+            cuts.push(start);
         }
         cuts
     }
@@ -784,8 +780,7 @@ mod tests {
         stream.finish().unwrap();
         let file = InputFile::open(&file_path, FileFormat::ArrowIpc, &key()).unwrap();
         assert_eq!(file.rows, whole.num_rows() as u64);
-        assert_eq!(file.cuts(false), vec![10_000, 70_000, 71_000, 140_000]);
-        assert_eq!(file.cuts(true), Vec::<u64>::new());
+        assert_eq!(file.cuts(), vec![10_000, 70_000, 71_000, 140_000]);
         assert_eq!(
             keys_of_rows(&file, 10_000..71_000),
             expected(10_000..71_000)
@@ -796,7 +791,7 @@ mod tests {
         );
         assert!(file.batches_of_rows(true, 5..70_000).is_err());
         let stream = InputFile::open(&stream_path, FileFormat::ArrowIpc, &key()).unwrap();
-        assert_eq!(stream.cuts(false), Vec::<u64>::new());
+        assert_eq!(stream.cuts(), Vec::<u64>::new());
         // Each share of an IPC file is cut at its own batches: its parts, read apart, are its
         // rows.
         let mut share_cuts = 0;
@@ -804,7 +799,7 @@ mod tests {
             let share = Share { index, count: 2 };
             let part =
                 InputFile::open_share(&file_path, FileFormat::ArrowIpc, &key(), share).unwrap();
-            let cuts = part.cuts(false);
+            let cuts = part.cuts();
             share_cuts += cuts.len();
             let bounds: Vec<u64> = [0].into_iter().chain(cuts).chain([part.rows]).collect();
             let parts: Vec<Option<i64>> = bounds
@@ -814,12 +809,12 @@ mod tests {
             assert_eq!(parts, keys_of_rows(&part, 0..part.rows), "share {index}");
         }
         assert_eq!(share_cuts, 3, "five batches in two shares: three cuts");
-        // Parquet as `write_table` writes it: row groups of 64 Ki rows, every cut aligned.
+        // Parquet as `write_table` writes it: row groups of 64 Ki rows.
         let parquet = dir.path().join("t.parquet");
         write_table(&parquet, FileFormat::Parquet, &whole).unwrap();
         let input = InputFile::open(&parquet, FileFormat::Parquet, &key()).unwrap();
         let chunk = CHUNK_ROWS as u64;
-        assert_eq!(input.cuts(true), vec![chunk, 2 * chunk]);
+        assert_eq!(input.cuts(), vec![chunk, 2 * chunk]);
         assert_eq!(
             keys_of_rows(&input, chunk..2 * chunk),
             expected(chunk..2 * chunk)

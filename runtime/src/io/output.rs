@@ -1,5 +1,6 @@
 //! Assembling output rows from the inputs' columns.
 
+use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use arrow::array::{
@@ -91,29 +92,27 @@ pub fn output_schema(left: &Schema, right: &Schema, how: JoinType) -> SchemaRef 
     Arc::new(Schema::new(fields))
 }
 
-/// The rows of one input, for assembling output rows: the whole table as one batch, or chunks
-/// of [`CHUNK_ROWS`](crate::io::batches::CHUNK_ROWS) rows filled in while the input is streamed.
-/// Row `r` is row `r % chunk_rows` of chunk `r / chunk_rows`.
+/// The rows of one input, for assembling output rows: the whole table as one batch, batches of
+/// any lengths handed over whole, or batches of
+/// [`CHUNK_ROWS`](crate::io::batches::CHUNK_ROWS) rows filled in while the input is streamed.
 #[derive(Debug)]
 pub struct RowStore {
     schema: SchemaRef,
-    chunk_rows: u64,
     rows: u64,
     chunks: Vec<OnceLock<RecordBatch>>,
-    /// For a store of batches of any lengths ([`RowStore::batches`]), the first row of each
-    /// batch and, last, the row count; empty when every chunk has `chunk_rows` rows.
+    /// The first row of each chunk and, last, the row count.
     starts: Vec<u64>,
 }
 
 impl RowStore {
     /// A store holding `batch`, complete.
     pub fn whole(batch: RecordBatch) -> RowStore {
+        let rows = batch.num_rows() as u64;
         RowStore {
             schema: batch.schema(),
-            chunk_rows: (batch.num_rows() as u64).max(1),
-            rows: batch.num_rows() as u64,
+            rows,
             chunks: vec![OnceLock::from(batch)],
-            starts: Vec::new(),
+            starts: vec![0, rows],
         }
     }
 
@@ -132,7 +131,6 @@ impl RowStore {
         starts.push(rows);
         RowStore {
             schema,
-            chunk_rows: rows.max(1),
             rows,
             chunks: batches.into_iter().map(OnceLock::from).collect(),
             starts,
@@ -147,44 +145,53 @@ impl RowStore {
     /// The chunk holding row `row`, and the row's place in it.
     #[inline]
     fn locate(&self, row: u64) -> (usize, usize) {
-        if self.starts.is_empty() {
-            return (
-                (row / self.chunk_rows) as usize,
-                (row % self.chunk_rows) as usize,
-            );
-        }
         // The last chunk starting at or before `row` (empty batches start where the next does).
         let chunk = self.starts.partition_point(|&start| start <= row) - 1;
         (chunk, (row - self.starts[chunk]) as usize)
     }
 
-    /// An empty store for `rows` rows of `schema`, to be filled with [`put`](Self::put) in chunks
-    /// of `chunk_rows` rows (the last may be shorter).
-    pub fn chunked(schema: SchemaRef, rows: u64, chunk_rows: usize) -> RowStore {
-        let chunk_rows = chunk_rows.max(1) as u64;
+    /// An empty store for the rows of `parts` of `schema`, to be filled with [`put`](Self::put)
+    /// as the parts are read: `parts` are consecutive runs of rows from row 0 on (some may be
+    /// empty), each read in batches of `chunk_rows` rows from its start (its last may be
+    /// shorter), as a worker reads its part of a side
+    /// ([`split_at_cuts`](skewjoin_planner::exec_stream::split_at_cuts)). A part need not start
+    /// at a multiple of `chunk_rows`: row groups of any size can be read by several workers.
+    pub fn parts(schema: SchemaRef, parts: &[Range<u64>], chunk_rows: usize) -> RowStore {
+        let mut starts = Vec::new();
+        for part in parts {
+            starts.extend((part.start..part.end).step_by(chunk_rows.max(1)));
+        }
+        let rows = parts.last().map_or(0, |part| part.end);
+        starts.push(rows);
         RowStore {
             schema,
-            chunk_rows,
             rows,
-            chunks: (0..rows.div_ceil(chunk_rows))
-                .map(|_| OnceLock::new())
-                .collect(),
-            starts: Vec::new(),
+            chunks: (1..starts.len()).map(|_| OnceLock::new()).collect(),
+            starts,
         }
     }
 
-    /// Stores chunk `index`. A chunk of the wrong length or schema, or one stored twice, is
+    /// Stores the batch whose first row is row `first` of the side. A batch that does not
+    /// start a chunk, or of the wrong length or schema, or one stored twice, is
     /// [`Error::Internal`]: only a bug can cause it.
-    pub fn put(&self, index: usize, batch: RecordBatch) -> Result<()> {
-        let start = index as u64 * self.chunk_rows;
-        let expected = self.chunk_rows.min(self.rows.saturating_sub(start));
-        let slot = self.chunks.get(index).filter(|_| {
-            batch.num_rows() as u64 == expected && batch.schema().fields() == self.schema.fields()
-        });
-        match slot.map(|slot| slot.set(batch)) {
+    pub fn put(&self, first: u64, batch: RecordBatch) -> Result<()> {
+        let starts = &self.starts;
+        let slot = starts[..starts.len() - 1]
+            .binary_search(&first)
+            .ok()
+            .map(|index| (index, starts[index + 1] - first));
+        let fits = |&(index, len): &(usize, u64)| {
+            index < self.chunks.len()
+                && batch.num_rows() as u64 == len
+                && batch.schema().fields() == self.schema.fields()
+        };
+        match slot
+            .filter(fits)
+            .map(|(index, _)| self.chunks[index].set(batch))
+        {
             Some(Ok(())) => Ok(()),
             _ => Err(Error::Internal(format!(
-                "chunk {index} of an input does not fit its place (expected {expected} rows)"
+                "a batch of an input starting at row {first} does not fit its place"
             ))),
         }
     }

@@ -933,7 +933,7 @@ fn take_output_pads_with_nulls() {
 }
 
 #[test]
-fn a_chunked_store_gives_the_rows_of_the_whole_batch() {
+fn a_store_filled_by_parts_gives_the_rows_of_the_whole_batch() {
     let ids: Vec<Option<i64>> = (0..10).map(|i| (i % 4 != 3).then_some(i)).collect();
     let names: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
     let whole = RecordBatch::try_from_iter([
@@ -941,16 +941,21 @@ fn a_chunked_store_gives_the_rows_of_the_whole_batch() {
         ("name", Arc::new(StringArray::from(names)) as ArrayRef),
     ])
     .unwrap();
-    let chunked = RowStore::chunked(whole.schema(), 10, 4);
-    // Chunks arrive in any order; a chunk of the wrong size or a second copy is refused.
-    for index in [2, 0, 1] {
-        let start = index * 4;
-        let batch = whole.slice(start, 4.min(10 - start));
-        assert!(chunked.put(index, whole.slice(0, 1)).is_err());
-        chunked.put(index, batch.clone()).unwrap();
-        assert!(chunked.put(index, batch).is_err());
+    // Three parts, one empty, read in chunks of 4 rows from each part's start: rows 0..3,
+    // 3..7 and 7..10.
+    let chunked = RowStore::parts(whole.schema(), &[0..3, 3..3, 3..10], 4);
+    // Chunks arrive in any order; a chunk that does not start where one does, of the wrong size,
+    // or a second copy is refused.
+    for (start, len) in [(7, 3), (0, 3), (3, 4)] {
+        let batch = whole.slice(start, len);
+        assert!(chunked.put(start as u64, whole.slice(0, 1)).is_err());
+        assert!(chunked
+            .put(start as u64 + 1, whole.slice(start + 1, 1))
+            .is_err());
+        chunked.put(start as u64, batch.clone()).unwrap();
+        assert!(chunked.put(start as u64, batch).is_err());
     }
-    assert!(chunked.put(3, whole.slice(0, 1)).is_err());
+    assert!(chunked.put(10, whole.slice(0, 0)).is_err());
     let rows = [9, PAD, 0, 4, 3, 7, 8, PAD, 1];
     let right = RowStore::whole(RecordBatch::new_empty(whole.schema()));
     let schema = output_schema(whole.schema_ref(), whole.schema_ref(), JoinType::Full);
@@ -969,7 +974,7 @@ fn a_chunked_store_gives_the_rows_of_the_whole_batch() {
     assert_eq!(got.column(0).null_count(), 4, "two pads and two NULL ids");
 
     // A row whose chunk has not been read is a bug, reported as such.
-    let partial = RowStore::chunked(whole.schema(), 10, 4);
+    let partial = RowStore::parts(whole.schema(), &[0..4, 4..10], 4);
     partial.put(0, whole.slice(0, 4)).unwrap();
     let early = take_output(&schema, JoinType::Full, &partial, &right, &[5], &[PAD]);
     assert!(matches!(early, Err(Error::Internal(_))), "{early:?}");
