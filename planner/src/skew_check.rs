@@ -113,6 +113,9 @@ pub struct KeyTally {
     room: usize,
     /// Rows of each side, NULL keys included.
     rows: [u64; 2],
+    /// What turns a side's row count into the number of the next row in the side, which
+    /// chooses the sample ([`continue_at`](KeyTally::continue_at)); wraps.
+    row_offsets: [u64; 2],
     /// One row in `2^shift` is counted in the buckets; 0 counts every row.
     shift: u32,
 }
@@ -127,6 +130,7 @@ impl Default for KeyTally {
             merged_hashes: Vec::new(),
             room: 0,
             rows: [0; 2],
+            row_offsets: [0; 2],
             shift: 0,
         }
     }
@@ -250,14 +254,24 @@ impl KeyTally {
             merged_hashes: Vec::new(),
             room: usize::try_from(rows).unwrap_or(usize::MAX / 16),
             rows: [0; 2],
+            row_offsets: [0; 2],
             shift,
         }
+    }
+
+    /// Says that the next row of `side` this tally sees is row `first` of the side: the sample
+    /// is chosen by row number, so tallies of parts of a side, each told where its part starts
+    /// and merged, sample the rows one pass over the whole side would.
+    pub fn continue_at(&mut self, side: Side, first: u64) {
+        let index = side_index(side);
+        self.row_offsets[index] = first.wrapping_sub(self.rows[index]);
     }
 
     /// Counts one row of `side` with key `key`.
     #[inline]
     pub fn add<K: JoinKey>(&mut self, side: Side, key: &K) {
         let (index, row) = next_row(&mut self.rows, side);
+        let row = row.wrapping_add(self.row_offsets[index]);
         if key.is_null() {
             return;
         }
@@ -473,12 +487,17 @@ impl KeySample {
 
 /// The index of `side` (0 left, 1 right) and the number of its row now seen, counting it.
 fn next_row(rows: &mut [u64; 2], side: Side) -> (usize, u64) {
-    let index = match side {
-        Side::Left => 0,
-        Side::Right => 1,
-    };
+    let index = side_index(side);
     rows[index] += 1;
     (index, rows[index] - 1)
+}
+
+/// 0 for the left side, 1 for the right.
+fn side_index(side: Side) -> usize {
+    match side {
+        Side::Left => 0,
+        Side::Right => 1,
+    }
 }
 
 /// A tally of keys read a row at a time: [`KeyTally`] for one process's skew check, [`KeySample`]

@@ -336,6 +336,55 @@ fn a_sampled_tally_finds_what_an_exact_one_does() {
     }
 }
 
+/// Parts of the sides tallied apart, in any order and on any tally, each told where it starts,
+/// sample the rows one pass over each side does: merged, they find the same skew to the last
+/// record, as the runtime's skew check relies on when it reads parts on several threads.
+#[test]
+fn tallies_of_parts_told_where_they_start_are_the_tally_of_the_whole() {
+    const ROWS: u64 = 200_000;
+    let keys = |salt: u64| -> Vec<Option<i64>> {
+        (0..ROWS)
+            .map(|row| match row % 9 {
+                0 => Some(7),
+                8 => None,
+                _ => Some((mix64(row ^ salt) % ROWS) as i64),
+            })
+            .collect()
+    };
+    let (left, right) = (keys(1), keys(2));
+    let shift = 3;
+    let whole = tally_at(shift, &left, &right);
+    // Left in three parts, right in two, spread over two tallies out of order.
+    let parts: [(Side, &[Option<i64>], std::ops::Range<usize>); 5] = [
+        (Side::Right, &right, 120_000..200_000),
+        (Side::Left, &left, 70_000..130_000),
+        (Side::Left, &left, 0..70_000),
+        (Side::Right, &right, 0..120_000),
+        (Side::Left, &left, 130_000..200_000),
+    ];
+    let mut tallies = [
+        KeyTally::sampled(shift, ROWS),
+        KeyTally::sampled(shift, ROWS),
+    ];
+    for (index, (side, keys, rows)) in parts.into_iter().enumerate() {
+        let tally = &mut tallies[index % 2];
+        tally.continue_at(side, rows.start as u64);
+        keys[rows].iter().for_each(|key| tally.add(side, key));
+    }
+    let [mut merged, other] = tallies;
+    merged.merge(other);
+    assert_eq!(merged.rows, whole.rows);
+    for (partitions, workers) in [(2, 2), (8, 4)] {
+        let expected = whole.skew_on_threads(partitions, workers, UNIT, 2);
+        assert!(expected.is_some(), "key 7 is hot");
+        assert_eq!(
+            merged.skew_on_threads(partitions, workers, UNIT, 2),
+            expected,
+            "P = {partitions}, W = {workers}"
+        );
+    }
+}
+
 /// Sampling one side's tally and not the other's would count their rows at different rates.
 #[test]
 #[should_panic(expected = "different rates")]
