@@ -25,7 +25,7 @@ use skewjoin_planner::{PlanError, Resolved};
 
 use crate::error::{Error, Result};
 use crate::interrupt;
-use crate::io::batches::{InputFile, CHUNK_ROWS};
+use crate::io::batches::{counted_batch_rows, InputFile};
 use crate::io::{
     extract_keys, for_each_key, key_kinds, row_hashes, take_output, BatchEncoder, FileFormat,
     OutputWriter, RowStore, Share,
@@ -535,13 +535,19 @@ impl StreamSide {
 ///
 /// `progress` counts output rows as they are produced, `read` input rows as they are read.
 pub fn run_stream(
-    left: StreamSide,
-    right: StreamSide,
+    mut left: StreamSide,
+    mut right: StreamSide,
     plan: JoinPlan,
     output: Option<OutputTarget>,
     progress: Option<Arc<AtomicU64>>,
     read: Option<Arc<AtomicU64>>,
 ) -> Result<RunReport> {
+    if output.is_none() {
+        for side in [&mut left, &mut right] {
+            let rows = counted_batch_rows(&side.input.selected);
+            side.input.set_batch_rows(rows);
+        }
+    }
     // With an output, each side's batches are kept as the workers read them: each its part of
     // the side, cut where `execute_stream` cuts it.
     let store = |side: &StreamSide| {
@@ -550,7 +556,7 @@ pub fn run_stream(
         Arc::new(RowStore::parts(
             Arc::clone(&side.input.selected),
             &parts,
-            CHUNK_ROWS,
+            side.input.batch_rows(),
         ))
     };
     let stores = (store(&left), store(&right));
