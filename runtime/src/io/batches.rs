@@ -45,7 +45,7 @@ pub const CHUNK_ROWS: usize = 64 * 1024;
 const COUNTED_BATCH_BYTES: usize = 2 << 20;
 
 /// Rows in each batch of a join whose rows are counted, not kept, with the columns `schema`:
-/// about [`COUNTED_BATCH_BYTES`] of them, from 16 Ki to [`CHUNK_ROWS`] rows. Each batch's
+/// about 2 MiB of them (`COUNTED_BATCH_BYTES`), from 16 Ki to [`CHUNK_ROWS`] rows. Each batch's
 /// columns are hashed for the checksum right after it is decoded, and a wide batch is no longer
 /// in the caches then: TPC-H lineitem x orders counted (rows of about 180 bytes), alternating
 /// runs, took 1.14 to 1.18 s with 64 Ki-row batches and 1.04 to 1.06 s with 16 Ki; but the
@@ -666,7 +666,10 @@ mod tests {
         let narrow = schema(&vec![DataType::Int64; 3]);
         assert_eq!(counted_batch_rows(&narrow), CHUNK_ROWS);
         // Eight 8-byte columns: 64 bytes a row, 32 Ki rows.
-        assert_eq!(counted_batch_rows(&schema(&vec![DataType::Int64; 8])), 32 << 10);
+        assert_eq!(
+            counted_batch_rows(&schema(&vec![DataType::Int64; 8])),
+            32 << 10
+        );
         // Like TPC-H's lineitem: integers, decimals, dates and strings (taken as 16 bytes).
         let mut wide = vec![DataType::Int64; 3];
         wide.extend(vec![DataType::Decimal128(15, 2); 4]);
