@@ -508,6 +508,13 @@ impl StreamSide {
         self.input.select(names, flag)
     }
 
+    /// Reads this side in batches sized for a join whose rows are counted, not kept
+    /// ([`counted_batch_rows`]).
+    pub fn read_for_counting(&mut self) {
+        let rows = counted_batch_rows(&self.input.selected);
+        self.input.set_batch_rows(rows);
+    }
+
     /// Opens share `share` of `path` (see [`InputFile::open_share`]), for one process of a
     /// cluster.
     pub fn open_share(
@@ -543,10 +550,8 @@ pub fn run_stream(
     read: Option<Arc<AtomicU64>>,
 ) -> Result<RunReport> {
     if output.is_none() {
-        for side in [&mut left, &mut right] {
-            let rows = counted_batch_rows(&side.input.selected);
-            side.input.set_batch_rows(rows);
-        }
+        left.read_for_counting();
+        right.read_for_counting();
     }
     // With an output, each side's batches are kept as the workers read them: each its part of
     // the side, cut where `execute_stream` cuts it.

@@ -350,23 +350,27 @@ pub fn join(args: JoinArgs) -> Result<()> {
                 || {},
             )
         }
-        _ => execute_cluster_stream(
-            job,
-            Arc::new(FileSource::new(
-                [left, right],
-                [None, None],
-                read,
-                OnReadError::EndProcess,
-            )),
-            &spec,
-            network,
-            facts,
-            decide,
-            |_, row, hash| -> RowRef { (row, hash) },
-            move |_| CountSink::with_progress(count_counter.clone()),
-            || {},
-        )
-        .map(|output| output.map_summaries(WorkerSummary::from)),
+        _ => {
+            left.read_for_counting();
+            right.read_for_counting();
+            execute_cluster_stream(
+                job,
+                Arc::new(FileSource::new(
+                    [left, right],
+                    [None, None],
+                    read,
+                    OnReadError::EndProcess,
+                )),
+                &spec,
+                network,
+                facts,
+                decide,
+                |_, row, hash| -> RowRef { (row, hash) },
+                move |_| CountSink::with_progress(count_counter.clone()),
+                || {},
+            )
+            .map(|output| output.map_summaries(WorkerSummary::from))
+        }
     };
     let remove_parts = || {
         for part in &own_parts {
