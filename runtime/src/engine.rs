@@ -556,8 +556,10 @@ pub fn run_stream(
     // With an output, each side's batches are kept as the workers read them: each its part of
     // the side, cut where `execute_stream` cuts it.
     let store = |side: &StreamSide| {
-        let rows = if output.is_some() { side.input.rows } else { 0 };
-        let parts = split_at_cuts(&side.input.cuts(), rows, plan.workers);
+        let parts = match output {
+            Some(_) => split_at_cuts(&side.input.cuts(), side.input.rows, plan.workers),
+            None => Vec::new(),
+        };
         Arc::new(RowStore::parts(
             Arc::clone(&side.input.selected),
             &parts,
