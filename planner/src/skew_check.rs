@@ -229,11 +229,11 @@ impl KeyTally {
         Self::sampled(0, keys)
     }
 
-    /// A tally of one side of `side_rows` rows, or of both, for a join of `rows` rows in all:
-    /// exact up to [`SAMPLE_ROWS`] rows, sampled beyond (at [`sample_shift`]`(rows)`, which the
-    /// tallies of both sides share, so that they can be merged).
-    pub fn for_join(rows: u64, side_rows: u64) -> KeyTally {
-        Self::sampled(sample_shift(rows), side_rows)
+    /// A tally of about `tallied_rows` rows (one side, both, or parts of them) for a join of
+    /// `rows` rows in all: exact up to [`SAMPLE_ROWS`] rows, sampled beyond (at
+    /// [`sample_shift`]`(rows)`, which the tallies of a join share, so that they can be merged).
+    pub fn for_join(rows: u64, tallied_rows: u64) -> KeyTally {
+        Self::sampled(sample_shift(rows), tallied_rows)
     }
 
     /// A tally counting one row in `2^shift` in its buckets, with room for `rows` rows.
@@ -290,7 +290,9 @@ impl KeyTally {
     }
 
     /// Adds the counts of `other`, which may have been gathered on another thread with the same
-    /// sampling.
+    /// sampling. Rows added after a merge are numbered for the sample as this tally's were
+    /// ([`continue_at`](KeyTally::continue_at) says otherwise): merge tallies once they are
+    /// complete.
     pub fn merge(&mut self, other: KeyTally) {
         assert_eq!(
             self.shift, other.shift,

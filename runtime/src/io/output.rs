@@ -93,8 +93,8 @@ pub fn output_schema(left: &Schema, right: &Schema, how: JoinType) -> SchemaRef 
 }
 
 /// The rows of one input, for assembling output rows: the whole table as one batch, batches of
-/// any lengths handed over whole, or batches of
-/// [`CHUNK_ROWS`](crate::io::batches::CHUNK_ROWS) rows filled in while the input is streamed.
+/// any lengths handed over whole, or the batches of a streamed input, filled in as its workers
+/// read their parts of it ([`parts`](RowStore::parts)).
 #[derive(Debug)]
 pub struct RowStore {
     schema: SchemaRef,
