@@ -23,6 +23,15 @@ impl Side {
             Side::Right => Side::Left,
         }
     }
+
+    /// 0 for the left side, 1 for the right: where a side's entry is in a pair of per-side
+    /// values.
+    pub fn index(self) -> usize {
+        match self {
+            Side::Left => 0,
+            Side::Right => 1,
+        }
+    }
 }
 
 impl fmt::Display for Side {

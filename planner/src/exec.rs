@@ -590,11 +590,7 @@ where
     // and large records read before every worker has fed the small side are held until then.
     let first = job.resolved.copied_side().unwrap_or(Side::Left);
     for side in [first, first.other()] {
-        let index = match side {
-            Side::Left => 0,
-            Side::Right => 1,
-        };
-        let Some([input, away]) = &mut inputs[index] else {
+        let Some([input, away]) = &mut inputs[side.index()] else {
             continue;
         };
         if failure.is_none() {
@@ -623,7 +619,7 @@ where
             away.send_batch(away_batch);
             failure = sent.err();
         }
-        inputs[index] = None;
+        inputs[side.index()] = None;
     }
     let stopped = step_until_done_or_stopped(worker, &probe, &|| sink.borrow().stopped());
     if stopped && failure.is_none() {

@@ -263,7 +263,7 @@ impl KeyTally {
     /// is chosen by row number, so tallies of parts of a side, each told where its part starts
     /// and merged, sample the rows one pass over the whole side would.
     pub fn continue_at(&mut self, side: Side, first: u64) {
-        let index = side_index(side);
+        let index = side.index();
         self.row_offsets[index] = first.wrapping_sub(self.rows[index]);
     }
 
@@ -489,17 +489,9 @@ impl KeySample {
 
 /// The index of `side` (0 left, 1 right) and the number of its row now seen, counting it.
 fn next_row(rows: &mut [u64; 2], side: Side) -> (usize, u64) {
-    let index = side_index(side);
+    let index = side.index();
     rows[index] += 1;
     (index, rows[index] - 1)
-}
-
-/// 0 for the left side, 1 for the right.
-fn side_index(side: Side) -> usize {
-    match side {
-        Side::Left => 0,
-        Side::Right => 1,
-    }
 }
 
 /// A tally of keys read a row at a time: [`KeyTally`] for one process's skew check, [`KeySample`]

@@ -157,10 +157,7 @@ impl<K: JoinKey> AmPlan<K> {
             }
         }
         for (key, l, r, hot) in one_side {
-            let index = match hot {
-                Side::Left => 0,
-                Side::Right => 1,
-            };
+            let index = hot.index();
             if hot == Side::Left {
                 summary.hot_left_only += 1;
             } else {

@@ -344,7 +344,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
                 move |side, row, hash| CarriedRow {
                     row,
                     hash,
-                    bytes: encoders[side_index(side)].bytes(row),
+                    bytes: encoders[side.index()].bytes(row),
                 },
                 move |worker| PartSink::new(Arc::clone(&layout), worker, counter.clone()),
                 || {},
@@ -610,11 +610,4 @@ fn sample_keys(left: &StreamSide, right: &StreamSide) -> Result<KeySample> {
     tally_stream(left, Side::Left, &mut sample)?;
     tally_stream(right, Side::Right, &mut sample)?;
     Ok(sample)
-}
-
-fn side_index(side: Side) -> usize {
-    match side {
-        Side::Left => 0,
-        Side::Right => 1,
-    }
 }
