@@ -33,6 +33,9 @@ use crate::io::{
 use crate::output_rows::{window_pairs, OutputRows, PAD};
 use skewjoin_planner::count_sink::OutputTally;
 
+mod late_side;
+use late_side::{LateSide, Pending, LATE_PAIRS_PER_PROCESS};
+
 /// One side of a join, loaded.
 #[derive(Clone, Debug)]
 pub struct SideData {
@@ -342,9 +345,50 @@ struct RuntimeSink {
     /// Whether rows are still being written (an output is set and no write has failed).
     writing: bool,
     error: Option<Error>,
+    /// Where a side is read twice: the output rows held for it instead of `rows`.
+    late: Option<LatePairs>,
+}
+
+/// A worker's output rows of a join whose larger side is read twice (see [`LateSide`]).
+struct LatePairs {
+    side: Arc<LateSide>,
+    /// Rows found and not yet written, packed by [`LateSide::pack`].
+    pairs: Vec<u64>,
+    /// How many pairs the worker holds before it writes them itself.
+    bound: usize,
+    /// Rows written short of a batch, carried to the next write.
+    pending: Pending,
+    /// The checksum of the rows this worker wrote itself.
+    checksum: u64,
 }
 
 impl RuntimeSink {
+    /// Writes the rows this worker holds for a side read twice, alone, reading every unit of
+    /// that side they refer to: its bound is reached, and holding more would grow without limit.
+    fn write_late(&mut self) {
+        let Some(late) = &mut self.late else {
+            return;
+        };
+        let grouped = [late.side.group(&late.pairs)];
+        late.pairs = Vec::new();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        match late
+            .side
+            .write(&grouped, &next, &self.shared, &mut late.pending)
+        {
+            Ok(checksum) => late.checksum = late.checksum.wrapping_add(checksum),
+            Err(_) if self.shared.stopped() => {
+                self.writing = false;
+                self.cut_short = true;
+            }
+            Err(error) => {
+                self.shared.failure.record(error.clone());
+                self.error = Some(error);
+                self.writing = false;
+            }
+        }
+    }
+
     /// Writes the rows gathered so far: a whole batch as its own row group, encoded here; a
     /// worker's last, shorter batch (`last`) is set aside, and the rest of all workers are
     /// written together at the end, so that every row group but the file's last has 64 Ki
@@ -397,7 +441,18 @@ impl PairSink for RuntimeSink {
     fn emit(&mut self, left: Option<&RowRef>, right: Option<&RowRef>) {
         self.tally
             .row(left.map(|row| row.1), right.map(|row| row.1));
-        if self.writing
+        if let Some(late) = &mut self.late {
+            if self.writing {
+                let pair = late.side.pack(
+                    left.map_or(PAD, |row| row.0),
+                    right.map_or(PAD, |row| row.0),
+                );
+                late.pairs.push(pair);
+                if late.pairs.len() >= late.bound {
+                    self.write_late();
+                }
+            }
+        } else if self.writing
             && self.rows.push(
                 left.map_or(PAD, |row| row.0),
                 right.map_or(PAD, |row| row.0),
@@ -439,12 +494,28 @@ impl PairSink for RuntimeSink {
 
     fn finish(mut self) -> std::result::Result<Self::Summary, String> {
         self.flush(true);
+        let mut checksum = self.tally.checksum;
+        if let Some(late) = &mut self.late {
+            // The rows of a side read twice are hashed when they are written: the checksum is
+            // that of the rows this worker wrote, and the rest's is added when they are.
+            checksum = late.checksum;
+            let grouped = late.side.group(&late.pairs);
+            late.pairs = Vec::new();
+            let handed = late
+                .side
+                .write_rest(&self.shared, &mut late.pending)
+                .and_then(|()| late.side.finish(grouped));
+            if let Err(error) = handed {
+                self.shared.failure.record(error.clone());
+                self.error.get_or_insert(error);
+            }
+        }
         if self.cut_short {
             // Rows were counted but never handed over: the run must not end as complete
             // (the runtime reports the recorded failure or Error::Interrupted).
             return Err(STOPPED.to_string());
         }
-        Ok((self.tally.rows, self.tally.checksum, self.error))
+        Ok((self.tally.rows, checksum, self.error))
     }
 }
 
@@ -476,6 +547,7 @@ pub fn run(
     run_with(
         plan,
         stores,
+        None,
         output,
         progress,
         stop,
@@ -532,7 +604,9 @@ impl StreamSide {
 
 /// Runs the join reading both inputs while it runs, a bounded batch at a time (see
 /// [`execute_stream`]): without an output, no input row is held but as the strategy's record;
-/// with one, each side's rows are kept (as Arrow) for the output rows. With an output target,
+/// with one, the smaller side's rows are kept (as Arrow) for the output rows, and the larger
+/// side, where its file can be read a part at a time, is read twice: its keys for the join, its
+/// rows after it ([`late_side`]); other inputs are kept whole. With an output target,
 /// the file is complete and in place when this returns `Ok`, and absent when it returns an error.
 ///
 /// An input that turns out to be bad while it is read (a corrupt page past the footer) ends the
@@ -542,23 +616,48 @@ impl StreamSide {
 ///
 /// `progress` counts output rows as they are produced, `read` input rows as they are read.
 pub fn run_stream(
+    left: StreamSide,
+    right: StreamSide,
+    plan: JoinPlan,
+    output: Option<OutputTarget>,
+    progress: Option<Arc<AtomicU64>>,
+    read: Option<Arc<AtomicU64>>,
+) -> Result<RunReport> {
+    let late_pairs = Some(LATE_PAIRS_PER_PROCESS);
+    run_stream_with(left, right, plan, output, progress, read, late_pairs)
+}
+
+/// [`run_stream`], where the workers hold `late_pairs` output rows of a side read twice
+/// together before they write them (tests make it small), or with no side read twice (`None`).
+fn run_stream_with(
     mut left: StreamSide,
     mut right: StreamSide,
     plan: JoinPlan,
     output: Option<OutputTarget>,
     progress: Option<Arc<AtomicU64>>,
     read: Option<Arc<AtomicU64>>,
+    late_pairs: Option<usize>,
 ) -> Result<RunReport> {
     if output.is_none() {
         left.read_for_counting();
         right.read_for_counting();
     }
-    // With an output, each side's batches are kept as the workers read them: each its part of
-    // the side, cut where `execute_stream` cuts it.
-    let store = |side: &StreamSide| {
+    let late = output
+        .as_ref()
+        .zip(late_pairs)
+        .and_then(|(_, pairs)| {
+            LateSide::choose(&left, &right, plan.how, pairs / plan.workers.max(1))
+        })
+        .map(Arc::new);
+    let late_side = late.as_ref().map(|late| late.side);
+    // With an output, each side's batches but the late side's are kept as the workers read them:
+    // each its part of the side, cut where `execute_stream` cuts it.
+    let store = |side: &StreamSide, which: Side| {
         let parts = match output {
-            Some(_) => split_at_cuts(&side.input.cuts(), side.input.rows, plan.workers),
-            None => Vec::new(),
+            Some(_) if late_side != Some(which) => {
+                split_at_cuts(&side.input.cuts(), side.input.rows, plan.workers)
+            }
+            _ => Vec::new(),
         };
         Arc::new(RowStore::parts(
             Arc::clone(&side.input.selected),
@@ -566,7 +665,7 @@ pub fn run_stream(
             side.input.batch_rows(),
         ))
     };
-    let stores = (store(&left), store(&right));
+    let stores = (store(&left, Side::Left), store(&right, Side::Right));
     let job = StreamJob {
         left_rows: left.input.rows,
         right_rows: right.input.rows,
@@ -575,28 +674,48 @@ pub fn run_stream(
         partitions: plan.partitions,
         workers: plan.workers,
     };
-    let keep_in = |store: &Arc<RowStore>| -> Option<KeepBatch> {
+    let keep_in = |store: &Arc<RowStore>, which: Side| -> Option<KeepBatch> {
         let store = Arc::clone(store);
-        output.is_some().then(|| {
-            Box::new(move |first, batch: &RecordBatch| store.put(first, batch.clone())) as KeepBatch
+        let late = late.clone();
+        (output.is_some() && late_side != Some(which)).then(|| {
+            Box::new(move |first, batch: &RecordBatch, hashes: &[u64]| {
+                if let Some(late) = &late {
+                    late.keep_hashes(first, hashes)?;
+                }
+                store.put(first, batch.clone())
+            }) as KeepBatch
         })
     };
-    let keep = [keep_in(&stores.0), keep_in(&stores.1)];
+    let keep = [
+        keep_in(&stores.0, Side::Left),
+        keep_in(&stores.1, Side::Right),
+    ];
     let failure = Arc::new(RunFailure::default());
-    let source = Arc::new(FileSource::new(
-        [left, right],
-        keep,
-        read,
-        OnReadError::Record(Arc::clone(&failure)),
-    ));
-    run_with(plan, stores, output, progress, None, failure, |make_sink| {
-        execute_stream(job, source, make_sink)
-    })
+    let source = Arc::new(
+        FileSource::new(
+            [left, right],
+            keep,
+            read,
+            OnReadError::Record(Arc::clone(&failure)),
+        )
+        .keys_only_of(late_side),
+    );
+    run_with(
+        plan,
+        stores,
+        late,
+        output,
+        progress,
+        None,
+        failure,
+        |make_sink| execute_stream(job, source, make_sink),
+    )
 }
 
 /// What keeps a side's batches for the output: called with each batch's first row (its row
-/// number in the side) and the batch, before its rows are sent, on the worker that sends them.
-pub(crate) type KeepBatch = Box<dyn Fn(u64, &RecordBatch) -> Result<()> + Send + Sync>;
+/// number in the side), the batch and its rows' hashes, before its rows are sent, on the worker
+/// that sends them.
+pub(crate) type KeepBatch = Box<dyn Fn(u64, &RecordBatch, &[u64]) -> Result<()> + Send + Sync>;
 
 /// What an input found bad while it is read does to the run.
 pub(crate) enum OnReadError {
@@ -617,6 +736,8 @@ pub(crate) struct FileSource {
     /// Counts the rows read for the join, for progress.
     read: Option<Arc<AtomicU64>>,
     on_error: OnReadError,
+    /// A side whose key columns alone the join reads (see [`LateSide`]).
+    keys_only: Option<Side>,
 }
 
 impl FileSource {
@@ -632,7 +753,15 @@ impl FileSource {
             sides: [(left, keep_left), (right, keep_right)],
             read,
             on_error,
+            keys_only: None,
         }
+    }
+
+    /// Has the join read only the key columns of `side`, if any: its rows are read again for
+    /// the output after the join.
+    pub(crate) fn keys_only_of(mut self, side: Option<Side>) -> FileSource {
+        self.keys_only = side;
+        self
     }
 
     fn side(&self, side: Side) -> &(StreamSide, Option<KeepBatch>) {
@@ -651,7 +780,10 @@ impl FileSource {
     ) -> Result<()> {
         let (input, keep) = self.side(side);
         let path = input.input.path.as_path();
-        let batches = input.input.batches_of_rows(keys_only, rows.clone())?;
+        let late = self.keys_only == Some(side);
+        let batches = input
+            .input
+            .batches_of_rows(keys_only || late, rows.clone())?;
         let mut first = rows.start;
         for batch in batches {
             if let OnReadError::Record(failure) = &self.on_error {
@@ -664,7 +796,10 @@ impl FileSource {
                 }
             }
             let batch = batch?;
-            if keys_only {
+            if keys_only || late {
+                if let Some(read) = self.read.as_ref().filter(|_| late) {
+                    read.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+                }
                 for_each_key(&batch, &input.key_columns, path, |key| send(key, 0))?;
                 continue;
             }
@@ -676,7 +811,7 @@ impl FileSource {
                 read.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
             }
             if let Some(keep) = keep {
-                keep(first, &selected)?;
+                keep(first, &selected, &hashes)?;
             }
             first += batch.num_rows() as u64;
             let mut hashes = hashes.into_iter();
@@ -716,9 +851,11 @@ impl RowSource<Key> for FileSource {
 
 /// Runs a join through `execute` (given the sink factory) with the sinks writing to `output`,
 /// and sums what the sinks report.
+#[allow(clippy::too_many_arguments)]
 fn run_with<E>(
     plan: JoinPlan,
     (left, right): (Arc<RowStore>, Arc<RowStore>),
+    late: Option<Arc<LateSide>>,
     output: Option<OutputTarget>,
     progress: Option<Arc<AtomicU64>>,
     stop: Option<Arc<AtomicBool>>,
@@ -757,6 +894,7 @@ where
     let sink_shared = Arc::clone(&shared);
     let writing = shared.output.is_some();
     let window = window_pairs(plan.workers, WRITE_BATCH_ROWS);
+    let sink_late = late.clone();
     let result = execute(Box::new(move |_| RuntimeSink {
         writing,
         tally: OutputTally::new(progress.clone()),
@@ -764,6 +902,13 @@ where
         rows: OutputRows::new(sink_shared.left.rows(), sink_shared.right.rows(), window),
         cut_short: false,
         error: None,
+        late: sink_late.clone().map(|side| LatePairs {
+            pairs: Vec::new(),
+            bound: side.worker_pairs,
+            side,
+            pending: Pending::default(),
+            checksum: 0,
+        }),
     }))
     .map_err(|error| {
         match (shared.failure.take(), error) {
@@ -786,6 +931,16 @@ where
         }
         output_rows += rows;
         checksum = checksum.wrapping_add(sum);
+    }
+    let mut elapsed = result.elapsed;
+    if let Some(late) = late {
+        // The rows of a side read twice that the workers hold, written now on as many threads.
+        let start = std::time::Instant::now();
+        let written = late
+            .write_finished(&shared, plan.workers)
+            .map_err(|error| shared.failure.take().unwrap_or(error))?;
+        checksum = checksum.wrapping_add(written);
+        elapsed += start.elapsed();
     }
     let shared = Arc::try_unwrap(shared)
         .map_err(|_| Error::Internal("a worker still holds the output".into()))?;
@@ -823,7 +978,7 @@ where
         output_rows,
         checksum,
         loads: result.loads,
-        elapsed: result.elapsed,
+        elapsed,
         strategy_report: result.report,
     })
 }
@@ -838,6 +993,8 @@ mod tests {
     use parquet::basic::{Compression, ZstdLevel};
     use parquet::file::properties::WriterProperties;
     use skewjoin_planner::AmParams;
+
+    use crate::io::output_schema;
 
     use super::*;
     use skewjoin_planner::strategies::{Am, Shuffle};
@@ -869,6 +1026,142 @@ mod tests {
             ArrowWriter::try_new(File::create(path).unwrap(), schema, Some(properties)).unwrap();
         writer.write(&batch).unwrap();
         writer.close().unwrap();
+    }
+
+    /// Every row of `batches` as text, sorted: equal exactly when the multisets are.
+    fn sorted_rows(batches: &[RecordBatch]) -> Vec<Vec<Option<String>>> {
+        use arrow::array::{Array, AsArray};
+        let mut rows = Vec::new();
+        for batch in batches {
+            let columns: Vec<_> = batch
+                .columns()
+                .iter()
+                .map(|column| arrow::compute::cast(column, &DataType::Utf8).unwrap())
+                .collect();
+            for row in 0..batch.num_rows() {
+                rows.push(
+                    columns
+                        .iter()
+                        .map(|column| {
+                            let column = column.as_string::<i32>();
+                            column.is_valid(row).then(|| column.value(row).to_string())
+                        })
+                        .collect(),
+                );
+            }
+        }
+        rows.sort();
+        rows
+    }
+
+    /// A written join whose larger side is read twice (its keys for the join, its rows for the
+    /// output) writes the rows, and reports the count and checksum, of one that keeps both
+    /// sides: for every join type, with either side the larger, on 1 and 3 workers, with the
+    /// pairs written once at the end and with a bound so small that each worker writes its own
+    /// many times while it joins. The larger side has NULL keys, keys the other lacks and a hot
+    /// key, and three units of row groups.
+    #[test]
+    fn a_side_read_twice_writes_the_rows_of_a_side_kept() {
+        use arrow::array::StringArray;
+        let dir = tempfile::tempdir().unwrap();
+        let write = |path: &Path, keys: Vec<Option<i64>>, group: usize| {
+            let schema = Arc::new(Schema::new(vec![
+                Field::new("key", DataType::Int64, true),
+                Field::new("text", DataType::Utf8, false),
+            ]));
+            let text: StringArray = (0..keys.len())
+                .map(|row| Some(format!("{}-{row}", path.display())))
+                .collect();
+            let batch = RecordBatch::try_new(
+                Arc::clone(&schema),
+                vec![Arc::new(Int64Array::from(keys)), Arc::new(text)],
+            )
+            .unwrap();
+            let properties = WriterProperties::builder()
+                .set_max_row_group_row_count(Some(group))
+                .build();
+            let mut writer =
+                ArrowWriter::try_new(File::create(path).unwrap(), schema, Some(properties))
+                    .unwrap();
+            writer.write(&batch).unwrap();
+            writer.close().unwrap();
+        };
+        let (large, small) = (
+            dir.path().join("large.parquet"),
+            dir.path().join("small.parquet"),
+        );
+        // 150,000 rows in groups of 10,000: units of 70,000, 70,000 and 10,000 rows.
+        write(
+            &large,
+            (0..150_000i64)
+                .map(|row| match row % 10 {
+                    0 => None,
+                    1..=3 => Some(7),
+                    _ => Some(row % 3_000),
+                })
+                .collect(),
+            10_000,
+        );
+        write(
+            &small,
+            (0..2_000i64).map(|row| Some(row * 2)).collect(),
+            700,
+        );
+        let keys = ["key".to_string()];
+        let side = |path: &Path| StreamSide::open(path, FileFormat::Parquet, &keys).unwrap();
+        let chosen = LateSide::choose(&side(&small), &side(&large), JoinType::Inner, 1);
+        assert_eq!(chosen.map(|late| late.side), Some(Side::Right));
+        for how in JoinType::ALL {
+            for (left, right) in [(&large, &small), (&small, &large)] {
+                for workers in [1, 3] {
+                    let plan = JoinPlan {
+                        how,
+                        resolved: Resolved::Shuffle(Shuffle),
+                        partitions: 4,
+                        workers,
+                    };
+                    let run = |late_pairs: Option<usize>| {
+                        let schema = output_schema(
+                            &side(left).input.selected,
+                            &side(right).input.selected,
+                            how,
+                        );
+                        let batches = Arc::new(Mutex::new(Vec::new()));
+                        let into = Arc::clone(&batches);
+                        let sink: BatchSink = Arc::new(move |batch| {
+                            into.lock().unwrap().push(batch);
+                            Ok(())
+                        });
+                        let target = OutputTarget::Batches { schema, sink };
+                        let report = run_stream_with(
+                            side(left),
+                            side(right),
+                            plan,
+                            Some(target),
+                            None,
+                            None,
+                            late_pairs,
+                        )
+                        .unwrap();
+                        let batches = batches.lock().unwrap().clone();
+                        (report.output_rows, report.checksum, sorted_rows(&batches))
+                    };
+                    let kept = run(None);
+                    assert!(kept.0 > 0, "{how:?}");
+                    assert_eq!(kept.2.len() as u64, kept.0, "{how:?}");
+                    for late_pairs in [Some(LATE_PAIRS_PER_PROCESS), Some(3_001)] {
+                        let late = run(late_pairs);
+                        let what = format!(
+                            "{how:?}, {} left, W = {workers}, {late_pairs:?}",
+                            left.display()
+                        );
+                        assert_eq!(late.0, kept.0, "{what}: rows");
+                        assert_eq!(late.1, kept.1, "{what}: checksum");
+                        assert!(late.2 == kept.2, "{what}: the rows differ");
+                    }
+                }
+            }
+        }
     }
 
     /// A page found corrupt while the join reads it (the footer is fine) ends the run with an

@@ -55,7 +55,7 @@ impl RowEncoder {
     /// it the batch whose rows [`RowEncoder::bytes`] gives on this worker's thread.
     pub(super) fn keep(encoder: &Arc<RowEncoder>) -> KeepBatch {
         let encoder = Arc::clone(encoder);
-        Box::new(move |first, batch: &RecordBatch| {
+        Box::new(move |first, batch: &RecordBatch, _hashes: &[u64]| {
             let rows = encoder
                 .converter
                 .convert_columns(batch.columns())

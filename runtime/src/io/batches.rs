@@ -323,6 +323,13 @@ impl InputFile {
         cuts
     }
 
+    /// The rows of each Parquet row group, or Arrow IPC file record batch, in order: the parts
+    /// [`batches_of_rows`](InputFile::batches_of_rows) reads apart. Empty where the input
+    /// cannot be read a part at a time (CSV, an IPC stream).
+    pub fn group_rows(&self) -> &[u64] {
+        &self.group_rows
+    }
+
     /// Has every read yield batches of `rows` rows (at least 1; the last may be shorter).
     pub fn set_batch_rows(&mut self, rows: usize) {
         self.batch_rows = rows.max(1);

@@ -1,0 +1,389 @@
+//! A written join's larger side read twice: its keys while the join runs, its rows after it.
+//!
+//! A join needs only the keys of its inputs; only the output needs their other columns. Kept as
+//! Arrow for the whole run, as they were read, both sides' rows were most of a written join's
+//! memory (TPC-H SF1's lineitem is 1.31 GB decoded). So where the larger side can be read again
+//! a part at a time (a Parquet file's row groups, an Arrow IPC file's record batches) and is
+//! output, the join reads only its key columns, and each worker holds its output rows as pairs of
+//! row numbers (8 bytes a row) grouped by [unit](LateSide::units) of that side. When the join
+//! is over, the workers' threads take the units in turn: each decodes a unit's rows (its
+//! columns but the keys decoded once, as before), gathers the output rows that refer to it and
+//! writes them. The smaller side is kept as before, for any unit to gather from.
+//!
+//! The pairs are bounded: a worker that holds its share of [`LATE_PAIRS_PER_PROCESS`] writes
+//! them at once, alone, decoding the units they refer to (which a later write decodes again):
+//! a join whose output is many times its inputs costs more decoding, not unbounded memory.
+//!
+//! The checksum of a row needs its hash, which only a decoded row gives: the late side's rows
+//! are hashed when their unit is decoded, and the smaller side's hashes are kept by row as it
+//! is read ([`LateSide::keep_hashes`]).
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use arrow::array::RecordBatch;
+use arrow::compute::concat_batches;
+use skewjoin_operators::hash::pair_checksum;
+use skewjoin_operators::{JoinType, Side};
+
+use super::{Shared, SharedOutput, StreamSide, WRITE_BATCH_ROWS};
+use crate::error::{Error, Result};
+use crate::io::batches::InputFile;
+use crate::io::{row_hashes, take_output, RowStore};
+use crate::output_rows::PAD;
+
+/// Output pairs all the workers of a process hold before one of them writes its own: 16 Mi,
+/// 128 MiB, and as much again while they are grouped by unit.
+pub(crate) const LATE_PAIRS_PER_PROCESS: usize = 16 << 20;
+
+/// A unit is at least this many rows of consecutive row groups (or record batches), so that a
+/// file of many small groups is not read a few rows at a time.
+const UNIT_ROWS: u64 = 64 * 1024;
+
+/// The side of a written join that is read twice, and what the writing after the join needs.
+pub(crate) struct LateSide {
+    /// Which side.
+    pub(crate) side: Side,
+    /// Its file, to read again.
+    input: InputFile,
+    /// The runs of whole row groups (or record batches) it is read again in, in order.
+    units: Vec<Range<u64>>,
+    /// The hash of each of the other side's rows, kept as it is read.
+    held_hashes: Vec<AtomicU64>,
+    /// The pairs of every worker that has finished, grouped by unit.
+    finished: Mutex<Vec<UnitPairs>>,
+    /// How many pairs a worker holds before it writes them itself.
+    pub(crate) worker_pairs: usize,
+}
+
+/// A worker's output rows, each `late row << 32 | held row` (either [`PAD`]), grouped by unit,
+/// with those padded on the late side last.
+pub(crate) struct UnitPairs {
+    pairs: Vec<u64>,
+    /// Where each unit's pairs start, then the padded ones', then the end.
+    starts: Vec<usize>,
+}
+
+/// Output rows assembled and not yet written: less than a batch, carried to the next unit.
+#[derive(Default)]
+pub(crate) struct Pending {
+    batches: Vec<RecordBatch>,
+    rows: usize,
+}
+
+impl LateSide {
+    /// The side of a join of `left` and `right` written as `how` to read twice: the one with more
+    /// rows (the left on a tie), where it is output and its file can be read a part at a time.
+    /// Each worker holds `worker_pairs` output rows at most.
+    pub(crate) fn choose(
+        left: &StreamSide,
+        right: &StreamSide,
+        how: JoinType,
+        worker_pairs: usize,
+    ) -> Option<LateSide> {
+        let (side, late, held) = if left.input.rows >= right.input.rows {
+            (Side::Left, left, right)
+        } else {
+            (Side::Right, right, left)
+        };
+        let groups = late.input.group_rows();
+        if !how.outputs_side(side) || groups.is_empty() {
+            return None;
+        }
+        let mut units: Vec<Range<u64>> = Vec::new();
+        let mut start = 0u64;
+        for &rows in groups {
+            match units.last_mut() {
+                Some(unit) if unit.end - unit.start < UNIT_ROWS => unit.end += rows,
+                _ => units.push(start..start + rows),
+            }
+            start += rows;
+        }
+        // A unit is decoded as one batch, which arrow's `take` gathers from faster than
+        // `interleave` from several.
+        let mut input = late.input.clone();
+        let largest = units.iter().map(|unit| unit.end - unit.start).max();
+        input.set_batch_rows(largest.unwrap_or(1) as usize);
+        Some(LateSide {
+            side,
+            input,
+            units,
+            held_hashes: (0..held.input.rows).map(|_| AtomicU64::new(0)).collect(),
+            finished: Mutex::new(Vec::new()),
+            worker_pairs: worker_pairs.max(1),
+        })
+    }
+
+    /// Keeps the hashes of the held side's rows from row `first` on.
+    pub(crate) fn keep_hashes(&self, first: u64, hashes: &[u64]) -> Result<()> {
+        let slots = usize::try_from(first)
+            .ok()
+            .and_then(|first| self.held_hashes.get(first..first + hashes.len()))
+            .ok_or_else(|| {
+                Error::Internal(format!(
+                    "hashes of rows from {first} on do not fit the {} side",
+                    self.side.other()
+                ))
+            })?;
+        for (slot, &hash) in slots.iter().zip(hashes) {
+            slot.store(hash, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// An output row of (`left`, `right`), either [`PAD`], packed as [`UnitPairs`] holds it.
+    #[inline]
+    pub(crate) fn pack(&self, left: u32, right: u32) -> u64 {
+        let (late, held) = match self.side {
+            Side::Left => (left, right),
+            Side::Right => (right, left),
+        };
+        (u64::from(late) << 32) | u64::from(held)
+    }
+
+    /// `pairs` grouped by unit (a counting sort).
+    pub(crate) fn group(&self, pairs: &[u64]) -> UnitPairs {
+        let padded = self.units.len();
+        let unit_of = |pair: u64| match (pair >> 32) as u32 {
+            PAD => padded,
+            row => self
+                .units
+                .partition_point(|unit| unit.end <= u64::from(row))
+                .min(padded),
+        };
+        let mut starts = vec![0usize; padded + 2];
+        for &pair in pairs {
+            starts[unit_of(pair) + 1] += 1;
+        }
+        for index in 1..starts.len() {
+            starts[index] += starts[index - 1];
+        }
+        let mut next = starts.clone();
+        let mut grouped = vec![0u64; pairs.len()];
+        for &pair in pairs {
+            let slot = &mut next[unit_of(pair)];
+            grouped[*slot] = pair;
+            *slot += 1;
+        }
+        UnitPairs {
+            pairs: grouped,
+            starts,
+        }
+    }
+
+    /// Sets a finished worker's pairs aside for [`write_finished`](Self::write_finished).
+    pub(crate) fn finish(&self, pairs: UnitPairs) -> Result<()> {
+        self.finished
+            .lock()
+            .map_err(|_| Error::Internal("a worker panicked while finishing".into()))?
+            .push(pairs);
+        Ok(())
+    }
+
+    /// Writes the output rows of every finished worker, on `threads` threads that take the
+    /// units in turn; returns their checksum.
+    pub(crate) fn write_finished(&self, shared: &Shared, threads: usize) -> Result<u64> {
+        let finished = std::mem::take(
+            &mut *self
+                .finished
+                .lock()
+                .map_err(|_| Error::Internal("a worker panicked while finishing".into()))?,
+        );
+        let next = AtomicUsize::new(0);
+        let results: Vec<Result<u64>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads.max(1))
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut pending = Pending::default();
+                        let checksum = self.write(&finished, &next, shared, &mut pending)?;
+                        self.write_rest(shared, &mut pending)?;
+                        Ok(checksum)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|worker| {
+                    worker.join().unwrap_or_else(|_| {
+                        Err(Error::Internal("an output writer panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        let mut checksum = 0u64;
+        for result in results {
+            checksum = checksum.wrapping_add(result.inspect_err(|error| {
+                shared.failure.record(error.clone());
+            })?);
+        }
+        Ok(checksum)
+    }
+
+    /// Writes the output rows of `pairs`, taking units (and last the rows padded on this side)
+    /// from `next` until none is left; rows short of a batch are left in `pending`. Returns
+    /// their checksum.
+    pub(crate) fn write(
+        &self,
+        pairs: &[UnitPairs],
+        next: &AtomicUsize,
+        shared: &Shared,
+        pending: &mut Pending,
+    ) -> Result<u64> {
+        let Some(output) = &shared.output else {
+            return Ok(0);
+        };
+        let mut checksum = 0u64;
+        let mut local = Vec::new();
+        loop {
+            let unit = next.fetch_add(1, Ordering::Relaxed);
+            if unit > self.units.len() {
+                return Ok(checksum);
+            }
+            if shared.stopped() {
+                return Err(Error::Interrupted);
+            }
+            // The unit's pairs as `held row << 32 | row in the unit`, in order: the gathers
+            // from the held side walk forward, and its repeated rows come together (which
+            // Parquet's dictionaries and zstd then compress).
+            let first = self.units.get(unit).map_or(0, |unit| unit.start);
+            local.clear();
+            for worker in pairs {
+                let (start, end) = (worker.starts[unit], worker.starts[unit + 1]);
+                local.extend(worker.pairs[start..end].iter().map(|&pair| {
+                    let late = match (pair >> 32) as u32 {
+                        PAD => PAD,
+                        row => (u64::from(row) - first) as u32,
+                    };
+                    ((pair & u64::from(u32::MAX)) << 32) | u64::from(late)
+                }));
+            }
+            if local.is_empty() {
+                continue;
+            }
+            local.sort_unstable();
+            let (rows, hashes) = match self.units.get(unit) {
+                Some(range) => self.read_unit(range.clone())?,
+                None => (
+                    RowStore::batches(self.input.selected.clone(), Vec::new()),
+                    Vec::new(),
+                ),
+            };
+            for &pair in &local {
+                let held = match pair >> 32 {
+                    row if row == u64::from(PAD) => None,
+                    row => Some(self.held_hashes[row as usize].load(Ordering::Relaxed)),
+                };
+                let late = match pair as u32 {
+                    PAD => None,
+                    row => Some(hashes[row as usize]),
+                };
+                let (left, right) = match self.side {
+                    Side::Left => (late, held),
+                    Side::Right => (held, late),
+                };
+                checksum = checksum.wrapping_add(pair_checksum(left, right));
+            }
+            let (mut late_rows, mut held_rows) = (Vec::new(), Vec::new());
+            for chunk in local.chunks(WRITE_BATCH_ROWS) {
+                if shared.stopped() {
+                    return Err(Error::Interrupted);
+                }
+                late_rows.clear();
+                held_rows.clear();
+                for &pair in chunk {
+                    held_rows.push((pair >> 32) as u32);
+                    late_rows.push(pair as u32);
+                }
+                let (left, right, left_rows, right_rows) = match self.side {
+                    Side::Left => (&rows, shared.right.as_ref(), &late_rows, &held_rows),
+                    Side::Right => (shared.left.as_ref(), &rows, &held_rows, &late_rows),
+                };
+                let batch = take_output(
+                    output.schema(),
+                    shared.how,
+                    left,
+                    right,
+                    left_rows,
+                    right_rows,
+                )?;
+                if batch.num_rows() == WRITE_BATCH_ROWS {
+                    output.take(batch, false)?;
+                } else {
+                    self.carry(output, pending, batch)?;
+                }
+            }
+        }
+    }
+
+    /// Adds `batch` to the rows carried in `pending`, writing every whole batch they make.
+    fn carry(
+        &self,
+        output: &SharedOutput,
+        pending: &mut Pending,
+        batch: RecordBatch,
+    ) -> Result<()> {
+        pending.rows += batch.num_rows();
+        pending.batches.push(batch);
+        if pending.rows < WRITE_BATCH_ROWS {
+            return Ok(());
+        }
+        let all = concat_batches(output.schema(), &pending.batches).map_err(|error| {
+            Error::Internal(format!("joining output rows into a batch failed: {error}"))
+        })?;
+        pending.batches.clear();
+        let mut offset = 0;
+        while all.num_rows() - offset >= WRITE_BATCH_ROWS {
+            output.take(all.slice(offset, WRITE_BATCH_ROWS), false)?;
+            offset += WRITE_BATCH_ROWS;
+        }
+        pending.rows = all.num_rows() - offset;
+        if pending.rows > 0 {
+            pending.batches.push(all.slice(offset, pending.rows));
+        }
+        Ok(())
+    }
+
+    /// Hands the rows carried in `pending` to the output as a worker's last.
+    pub(crate) fn write_rest(&self, shared: &Shared, pending: &mut Pending) -> Result<()> {
+        let Some(output) = &shared.output else {
+            return Ok(());
+        };
+        if pending.batches.is_empty() {
+            return Ok(());
+        }
+        let rest = concat_batches(output.schema(), &pending.batches).map_err(|error| {
+            Error::Internal(format!("joining output rows into a batch failed: {error}"))
+        })?;
+        *pending = Pending::default();
+        output.take(rest, true)
+    }
+
+    /// The selected columns of the rows `range` of the late side, and their hashes: read again,
+    /// all of them, or an error saying the file changed since the join read it.
+    fn read_unit(&self, range: Range<u64>) -> Result<(RowStore, Vec<u64>)> {
+        let mut batches = Vec::new();
+        let mut hashes = Vec::with_capacity((range.end - range.start) as usize);
+        for batch in self.input.batches_of_rows(false, range.clone())? {
+            let selected = self.input.selected_columns(&batch?)?;
+            hashes.extend(row_hashes(&selected));
+            batches.push(selected);
+        }
+        if hashes.len() as u64 != range.end - range.start {
+            return Err(Error::Input(format!(
+                "{}: rows {} to {} were {} rows when the join read them but {} when they were \
+                 read again for its output: the file changed while skewjoin was reading it; run \
+                 again on a file that is not being written",
+                self.input.path.display(),
+                range.start,
+                range.end,
+                range.end - range.start,
+                hashes.len()
+            )));
+        }
+        Ok((
+            RowStore::batches(self.input.selected.clone(), batches),
+            hashes,
+        ))
+    }
+}
