@@ -226,7 +226,8 @@ pub struct RunReport {
     pub checksum: u64,
     /// Per-partition load.
     pub loads: LoadReport,
-    /// Wall time of the join itself (not reading inputs).
+    /// Wall time of the join itself (not loading inputs before it): with streamed inputs, it
+    /// includes reading them, and writing the output rows of a side read twice after the join.
     pub elapsed: Duration,
     /// The strategy's decisions: AM-Join's classes, Tree-Join's rounds, VPRP's ranges.
     pub strategy_report: StrategyReport,
@@ -370,7 +371,7 @@ impl RuntimeSink {
             return;
         };
         let grouped = [late.side.group(&late.pairs)];
-        late.pairs = Vec::new();
+        late.pairs.clear();
         let next = std::sync::atomic::AtomicUsize::new(0);
         match late
             .side
@@ -447,6 +448,12 @@ impl PairSink for RuntimeSink {
                     left.map_or(PAD, |row| row.0),
                     right.map_or(PAD, |row| row.0),
                 );
+                if late.pairs.len() == late.pairs.capacity() {
+                    // Grown by doubling up to the bound, never past it.
+                    let len = late.pairs.len();
+                    let target = (len * 2).max(1024).min(late.bound);
+                    late.pairs.reserve_exact(target.saturating_sub(len).max(1));
+                }
                 late.pairs.push(pair);
                 if late.pairs.len() >= late.bound {
                     self.write_late();
@@ -648,7 +655,7 @@ fn run_stream_with(
         .and_then(|(_, pairs)| {
             LateSide::choose(&left, &right, plan.how, pairs / plan.workers.max(1))
         })
-        .map(Arc::new);
+        .map(|late| Arc::new(late.counting(progress.clone())));
     let late_side = late.as_ref().map(|late| late.side);
     // With an output, each side's batches but the late side's are kept as the workers read them:
     // each its part of the side, cut where `execute_stream` cuts it.
@@ -797,7 +804,8 @@ impl FileSource {
             }
             let batch = batch?;
             if keys_only || late {
-                if let Some(read) = self.read.as_ref().filter(|_| late) {
+                // Read for the join, not for key statistics: counted once.
+                if let Some(read) = self.read.as_ref().filter(|_| late && !keys_only) {
                     read.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
                 }
                 for_each_key(&batch, &input.key_columns, path, |key| send(key, 0))?;
@@ -897,7 +905,8 @@ where
     let sink_late = late.clone();
     let result = execute(Box::new(move |_| RuntimeSink {
         writing,
-        tally: OutputTally::new(progress.clone()),
+        // With a side read twice, rows are counted for progress as they are written.
+        tally: OutputTally::new(progress.clone().filter(|_| sink_late.is_none())),
         shared: Arc::clone(&sink_shared),
         rows: OutputRows::new(sink_shared.left.rows(), sink_shared.right.rows(), window),
         cut_short: false,
@@ -1058,8 +1067,9 @@ mod tests {
     /// output) writes the rows, and reports the count and checksum, of one that keeps both
     /// sides: for every join type, with either side the larger, on 1 and 3 workers, with the
     /// pairs written once at the end and with a bound so small that each worker writes its own
-    /// many times while it joins. The larger side has NULL keys, keys the other lacks and a hot
-    /// key, and three units of row groups.
+    /// many times while it joins, with Shuffle-Join and with AM-Join (which reads the keys
+    /// twice). The larger side has NULL keys, keys the other lacks and a hot key that the
+    /// other has twice, and three units of row groups.
     #[test]
     fn a_side_read_twice_writes_the_rows_of_a_side_kept() {
         use arrow::array::StringArray;
@@ -1102,21 +1112,33 @@ mod tests {
                 .collect(),
             10_000,
         );
+        // Even keys, and the hot key 7 twice: each of its 45,000 large rows is output twice.
         write(
             &small,
-            (0..2_000i64).map(|row| Some(row * 2)).collect(),
+            (0..2_000i64)
+                .map(|row| Some(if row % 1000 == 1 { 7 } else { row * 2 }))
+                .collect(),
             700,
         );
         let keys = ["key".to_string()];
         let side = |path: &Path| StreamSide::open(path, FileFormat::Parquet, &keys).unwrap();
         let chosen = LateSide::choose(&side(&small), &side(&large), JoinType::Inner, 1);
         assert_eq!(chosen.map(|late| late.side), Some(Side::Right));
-        for how in JoinType::ALL {
+        let strategies = [
+            Resolved::Shuffle(Shuffle),
+            Resolved::Am(Am {
+                params: AmParams::default(),
+            }),
+        ];
+        for (how, resolved) in JoinType::ALL
+            .into_iter()
+            .flat_map(|how| strategies.map(|resolved| (how, resolved)))
+        {
             for (left, right) in [(&large, &small), (&small, &large)] {
                 for workers in [1, 3] {
                     let plan = JoinPlan {
                         how,
-                        resolved: Resolved::Shuffle(Shuffle),
+                        resolved,
                         partitions: 4,
                         workers,
                     };
@@ -1152,7 +1174,7 @@ mod tests {
                     for late_pairs in [Some(LATE_PAIRS_PER_PROCESS), Some(3_001)] {
                         let late = run(late_pairs);
                         let what = format!(
-                            "{how:?}, {} left, W = {workers}, {late_pairs:?}",
+                            "{how:?}, {resolved:?}, {} left, W = {workers}, {late_pairs:?}",
                             left.display()
                         );
                         assert_eq!(late.0, kept.0, "{what}: rows");

@@ -20,7 +20,7 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
@@ -55,6 +55,8 @@ pub(crate) struct LateSide {
     finished: Mutex<Vec<UnitPairs>>,
     /// How many pairs a worker holds before it writes them itself.
     pub(crate) worker_pairs: usize,
+    /// Where output rows are counted as they are written, for progress.
+    progress: Option<Arc<AtomicU64>>,
 }
 
 /// A worker's output rows, each `late row << 32 | held row` (either [`PAD`]), grouped by unit,
@@ -112,7 +114,14 @@ impl LateSide {
             held_hashes: (0..held.input.rows).map(|_| AtomicU64::new(0)).collect(),
             finished: Mutex::new(Vec::new()),
             worker_pairs: worker_pairs.max(1),
+            progress: None,
         })
+    }
+
+    /// Counts output rows in `progress` as they are written.
+    pub(crate) fn counting(mut self, progress: Option<Arc<AtomicU64>>) -> LateSide {
+        self.progress = progress;
+        self
     }
 
     /// Keeps the hashes of the held side's rows from row `first` on.
@@ -196,9 +205,19 @@ impl LateSide {
                 .map(|_| {
                     scope.spawn(|| {
                         let mut pending = Pending::default();
-                        let checksum = self.write(&finished, &next, shared, &mut pending)?;
-                        self.write_rest(shared, &mut pending)?;
-                        Ok(checksum)
+                        let written = self.write(&finished, &next, shared, &mut pending).and_then(
+                            |checksum| {
+                                self.write_rest(shared, &mut pending)?;
+                                Ok(checksum)
+                            },
+                        );
+                        // The other threads stop at the first error, not after every unit.
+                        if let Err(error) = &written {
+                            if !matches!(error, Error::Interrupted) {
+                                shared.failure.record(error.clone());
+                            }
+                        }
+                        written
                     })
                 })
                 .collect();
@@ -213,9 +232,7 @@ impl LateSide {
         });
         let mut checksum = 0u64;
         for result in results {
-            checksum = checksum.wrapping_add(result.inspect_err(|error| {
-                shared.failure.record(error.clone());
-            })?);
+            checksum = checksum.wrapping_add(result?);
         }
         Ok(checksum)
     }
@@ -307,6 +324,9 @@ impl LateSide {
                     left_rows,
                     right_rows,
                 )?;
+                if let Some(progress) = &self.progress {
+                    progress.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+                }
                 if batch.num_rows() == WRITE_BATCH_ROWS {
                     output.take(batch, false)?;
                 } else {
