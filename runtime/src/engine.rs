@@ -657,14 +657,14 @@ fn run_stream_with(
         })
         .map(|late| Arc::new(late.counting(progress.clone())));
     let late_side = late.as_ref().map(|late| late.side);
-    // With an output, each side's batches but the late side's are kept as the workers read them:
-    // each its part of the side, cut where `execute_stream` cuts it.
+    // With an output, the batches of each side it includes but the late side are kept as the
+    // workers read them: each its part of the side, cut where `execute_stream` cuts it.
+    let kept =
+        |which: Side| output.is_some() && late_side != Some(which) && plan.how.outputs_side(which);
     let store = |side: &StreamSide, which: Side| {
-        let parts = match output {
-            Some(_) if late_side != Some(which) => {
-                split_at_cuts(&side.input.cuts(), side.input.rows, plan.workers)
-            }
-            _ => Vec::new(),
+        let parts = match kept(which) {
+            true => split_at_cuts(&side.input.cuts(), side.input.rows, plan.workers),
+            false => Vec::new(),
         };
         Arc::new(RowStore::parts(
             Arc::clone(&side.input.selected),
@@ -684,7 +684,7 @@ fn run_stream_with(
     let keep_in = |store: &Arc<RowStore>, which: Side| -> Option<KeepBatch> {
         let store = Arc::clone(store);
         let late = late.clone();
-        (output.is_some() && late_side != Some(which)).then(|| {
+        kept(which).then(|| {
             Box::new(move |first, batch: &RecordBatch, hashes: &[u64]| {
                 if let Some(late) = &late {
                     late.keep_hashes(first, hashes)?;
@@ -857,6 +857,16 @@ impl RowSource<Key> for FileSource {
     }
 }
 
+/// The rows of `side` held for the output, or `u64::MAX` where the output does not include it
+/// (so that the rows of the side it includes order the output, see [`OutputRows`]).
+fn output_rows_of(shared: &Shared, side: Side) -> u64 {
+    match (shared.how.outputs_side(side), side) {
+        (false, _) => u64::MAX,
+        (true, Side::Left) => shared.left.rows(),
+        (true, Side::Right) => shared.right.rows(),
+    }
+}
+
 /// Runs a join through `execute` (given the sink factory) with the sinks writing to `output`,
 /// and sums what the sinks report.
 #[allow(clippy::too_many_arguments)]
@@ -908,7 +918,12 @@ where
         // With a side read twice, rows are counted for progress as they are written.
         tally: OutputTally::new(progress.clone().filter(|_| sink_late.is_none())),
         shared: Arc::clone(&sink_shared),
-        rows: OutputRows::new(sink_shared.left.rows(), sink_shared.right.rows(), window),
+        // Ordered by the smaller side the output includes (the other side's store is empty).
+        rows: OutputRows::new(
+            output_rows_of(&sink_shared, Side::Left),
+            output_rows_of(&sink_shared, Side::Right),
+            window,
+        ),
         cut_short: false,
         error: None,
         late: sink_late.clone().map(|side| LatePairs {
