@@ -34,7 +34,7 @@ use crate::output_rows::{window_pairs, OutputRows, PAD};
 use skewjoin_planner::count_sink::OutputTally;
 
 mod late_side;
-use late_side::{LateSide, Pending, LATE_PAIRS_PER_PROCESS};
+use late_side::{LateBounds, LateSide, Pending};
 
 /// One side of a join, loaded.
 #[derive(Clone, Debug)]
@@ -630,12 +630,12 @@ pub fn run_stream(
     progress: Option<Arc<AtomicU64>>,
     read: Option<Arc<AtomicU64>>,
 ) -> Result<RunReport> {
-    let late_pairs = Some(LATE_PAIRS_PER_PROCESS);
-    run_stream_with(left, right, plan, output, progress, read, late_pairs)
+    let late = Some(LateBounds::DEFAULT);
+    run_stream_with(left, right, plan, output, progress, read, late)
 }
 
-/// [`run_stream`], where the workers hold `late_pairs` output rows of a side read twice
-/// together before they write them (tests make it small), or with no side read twice (`None`).
+/// [`run_stream`], where a side is read twice within `late_bounds` (tests make them small), or
+/// none is (`None`).
 fn run_stream_with(
     mut left: StreamSide,
     mut right: StreamSide,
@@ -643,7 +643,7 @@ fn run_stream_with(
     output: Option<OutputTarget>,
     progress: Option<Arc<AtomicU64>>,
     read: Option<Arc<AtomicU64>>,
-    late_pairs: Option<usize>,
+    late_bounds: Option<LateBounds>,
 ) -> Result<RunReport> {
     if output.is_none() {
         left.read_for_counting();
@@ -651,10 +651,8 @@ fn run_stream_with(
     }
     let late = output
         .as_ref()
-        .zip(late_pairs)
-        .and_then(|(_, pairs)| {
-            LateSide::choose(&left, &right, plan.how, pairs / plan.workers.max(1))
-        })
+        .zip(late_bounds)
+        .and_then(|(_, bounds)| LateSide::choose(&left, &right, plan.how, plan.workers, bounds))
         .map(|late| Arc::new(late.counting(progress.clone())));
     let late_side = late.as_ref().map(|late| late.side);
     // With an output, the batches of each side it includes but the late side are kept as the
@@ -1137,8 +1135,17 @@ mod tests {
         );
         let keys = ["key".to_string()];
         let side = |path: &Path| StreamSide::open(path, FileFormat::Parquet, &keys).unwrap();
-        let chosen = LateSide::choose(&side(&small), &side(&large), JoinType::Inner, 1);
-        assert_eq!(chosen.map(|late| late.side), Some(Side::Right));
+        let bounds = |pairs| LateBounds {
+            pairs,
+            min_bytes: 1 << 20,
+        };
+        let chosen = |small: &Path, large: &Path, bounds| {
+            LateSide::choose(&side(small), &side(large), JoinType::Inner, 1, bounds)
+                .map(|late| late.side)
+        };
+        // 150,000 rows of 24 bytes: read twice from 1 MiB on, kept under the default bound.
+        assert_eq!(chosen(&small, &large, bounds(1)), Some(Side::Right));
+        assert_eq!(chosen(&small, &large, LateBounds::DEFAULT), None);
         let strategies = [
             Resolved::Shuffle(Shuffle),
             Resolved::Am(Am {
@@ -1157,7 +1164,7 @@ mod tests {
                         partitions: 4,
                         workers,
                     };
-                    let run = |late_pairs: Option<usize>| {
+                    let run = |late_bounds: Option<LateBounds>| {
                         let schema = output_schema(
                             &side(left).input.selected,
                             &side(right).input.selected,
@@ -1177,7 +1184,7 @@ mod tests {
                             Some(target),
                             None,
                             None,
-                            late_pairs,
+                            late_bounds,
                         )
                         .unwrap();
                         let batches = batches.lock().unwrap().clone();
@@ -1186,10 +1193,10 @@ mod tests {
                     let kept = run(None);
                     assert!(kept.0 > 0, "{how:?}");
                     assert_eq!(kept.2.len() as u64, kept.0, "{how:?}");
-                    for late_pairs in [Some(LATE_PAIRS_PER_PROCESS), Some(3_001)] {
-                        let late = run(late_pairs);
+                    for late_pairs in [16 << 20, 3_001] {
+                        let late = run(Some(bounds(late_pairs)));
                         let what = format!(
-                            "{how:?}, {resolved:?}, {} left, W = {workers}, {late_pairs:?}",
+                            "{how:?}, {resolved:?}, {} left, W = {workers}, {late_pairs} pairs",
                             left.display()
                         );
                         assert_eq!(late.0, kept.0, "{what}: rows");

@@ -53,12 +53,18 @@ const COUNTED_BATCH_BYTES: usize = 2 << 20;
 /// 1.68 s with 16 Ki, where the batches' own costs weigh more than the misses. A column that
 /// is not of fixed width is taken as 16 bytes a row.
 pub fn counted_batch_rows(schema: &Schema) -> usize {
+    (COUNTED_BATCH_BYTES / estimated_row_bytes(schema)).clamp(16 << 10, CHUNK_ROWS)
+}
+
+/// About how many bytes a row of `schema` takes decoded, at least 1: a column that is not of
+/// fixed width is taken as 16 bytes a row.
+pub fn estimated_row_bytes(schema: &Schema) -> usize {
     let row_bytes: usize = schema
         .fields()
         .iter()
         .map(|field| field.data_type().primitive_width().unwrap_or(16))
         .sum();
-    (COUNTED_BATCH_BYTES / row_bytes.max(1)).clamp(16 << 10, CHUNK_ROWS)
+    row_bytes.max(1)
 }
 
 /// An input file, opened and checked: its schema, its row count and where its key columns are.
