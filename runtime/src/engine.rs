@@ -611,9 +611,10 @@ impl StreamSide {
 
 /// Runs the join reading both inputs while it runs, a bounded batch at a time (see
 /// [`execute_stream`]): without an output, no input row is held but as the strategy's record;
-/// with one, the smaller side's rows are kept (as Arrow) for the output rows, and the larger
-/// side, where its file can be read a part at a time, is read twice: its keys for the join, its
-/// rows after it ([`late_side`]); other inputs are kept whole. With an output target,
+/// with one, the rows of each side the output includes are kept (as Arrow) for the output rows,
+/// but the larger side's where its file can be read again a part at a time and it is large: that
+/// side is read twice, its keys for the join, its rows after it (see the module
+/// `engine/late_side.rs`). With an output target,
 /// the file is complete and in place when this returns `Ok`, and absent when it returns an error.
 ///
 /// An input that turns out to be bad while it is read (a corrupt page past the footer) ends the
