@@ -1209,6 +1209,100 @@ mod tests {
         }
     }
 
+    /// Written to a Parquet file, a join whose larger side is read twice writes the rows of one
+    /// that keeps it, in row groups of 64 Ki rows but the last, whether the workers write their
+    /// rows once after the join or many times while it runs (their rows short of a row group
+    /// carried from one write to the next, and set aside at the end).
+    #[test]
+    fn a_side_read_twice_writes_whole_row_groups_to_a_file() {
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+        use crate::io::OutputCompression;
+        let dir = tempfile::tempdir().unwrap();
+        let (large, small) = (
+            dir.path().join("large.parquet"),
+            dir.path().join("small.parquet"),
+        );
+        write_table(&large, 400_000);
+        write_table(&small, 1_500);
+        let keys = ["key".to_string()];
+        let side = |path: &Path| StreamSide::open(path, FileFormat::Parquet, &keys).unwrap();
+        let read_back = |path: &Path| {
+            let builder =
+                ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap()).unwrap();
+            let groups: Vec<i64> = builder
+                .metadata()
+                .row_groups()
+                .iter()
+                .map(|group| group.num_rows())
+                .collect();
+            let batches: Vec<RecordBatch> = builder
+                .build()
+                .unwrap()
+                .map(|batch| batch.unwrap())
+                .collect();
+            (sorted_rows(&batches), groups)
+        };
+        for how in [JoinType::Inner, JoinType::Full] {
+            let plan = JoinPlan {
+                how,
+                resolved: Resolved::Shuffle(Shuffle),
+                partitions: 5,
+                workers: 3,
+            };
+            let run = |late_bounds: Option<LateBounds>, name: &str| {
+                let path = dir.path().join(name);
+                let schema = output_schema(
+                    &side(&large).input.selected,
+                    &side(&small).input.selected,
+                    how,
+                );
+                let writer = OutputWriter::create(
+                    &path,
+                    FileFormat::Parquet,
+                    OutputCompression::Zstd,
+                    Arc::clone(&schema),
+                )
+                .unwrap();
+                let target = OutputTarget::File {
+                    writer,
+                    schema,
+                    path: path.clone(),
+                };
+                let report = run_stream_with(
+                    side(&large),
+                    side(&small),
+                    plan,
+                    Some(target),
+                    None,
+                    None,
+                    late_bounds,
+                )
+                .unwrap();
+                (report.output_rows, report.checksum, read_back(&path))
+            };
+            let kept = run(None, "kept.parquet");
+            // Keys 0..1000 on both sides, the small side's 1,500 rows each key once or twice.
+            assert!(kept.0 > 400_000, "{how:?}: {} rows", kept.0);
+            for pairs in [16 << 20, 50_000] {
+                let bounds = LateBounds {
+                    pairs,
+                    min_bytes: 1 << 20,
+                };
+                let (rows, checksum, (written, groups)) = run(Some(bounds), "late.parquet");
+                let what = format!("{how:?}, {pairs} pairs");
+                assert_eq!((rows, checksum), (kept.0, kept.1), "{what}");
+                assert!(written == kept.2 .0, "{what}: the rows differ");
+                let (last, whole) = groups.split_last().unwrap();
+                assert!(
+                    whole.iter().all(|&rows| rows == 65_536),
+                    "{what}: {groups:?}"
+                );
+                assert!((1..=65_536).contains(last), "{what}: {groups:?}");
+            }
+        }
+    }
+
     /// A page found corrupt while the join reads it (the footer is fine) ends the run with an
     /// input error naming the file, returned to the caller: a program that embeds the runtime
     /// goes on, and every worker stops, in the join itself (Shuffle-Join) and in AM-Join's key
