@@ -333,6 +333,25 @@ impl SharedOutput {
             SharedOutput::Batches { sink, .. } => sink(batch),
         }
     }
+
+    /// Takes the rows of `batches`, in order, as whole batches of a worker's output: a file's
+    /// encoder takes them as they are, row groups spanning them, without joining them first.
+    fn take_all(&self, batches: &[RecordBatch]) -> Result<()> {
+        match self {
+            SharedOutput::File {
+                writer, encoder, ..
+            } => {
+                let encoded = encoder.encode_all(batches)?;
+                writer
+                    .lock()
+                    .map_err(|_| Error::Internal("an output writer panicked".into()))?
+                    .append(encoded)
+            }
+            SharedOutput::Batches { sink, .. } => {
+                batches.iter().try_for_each(|batch| sink(batch.clone()))
+            }
+        }
+    }
 }
 
 /// One worker's sink: counts, checksums and (optionally) writes output rows.

@@ -360,7 +360,9 @@ impl LateSide {
         }
     }
 
-    /// Adds `batch` to the rows carried in `pending`, writing every whole batch they make.
+    /// Adds `batch` (shorter than a batch) to the rows carried in `pending`, writing them as
+    /// whole batches once they make one: as they are, not joined (which copied half of an
+    /// output's rows again), the last sliced where the whole batches end.
     fn carry(
         &self,
         output: &SharedOutput,
@@ -372,18 +374,16 @@ impl LateSide {
         if pending.rows < WRITE_BATCH_ROWS {
             return Ok(());
         }
-        let all = concat_batches(output.schema(), &pending.batches).map_err(|error| {
-            Error::Internal(format!("joining output rows into a batch failed: {error}"))
-        })?;
+        let rest = pending.rows % WRITE_BATCH_ROWS;
+        let last = pending.batches.pop().expect("a batch was just carried");
+        // The rows carried before `last` were fewer than a batch, so the rest lies in `last`.
+        let written = last.num_rows() - rest;
+        pending.batches.push(last.slice(0, written));
+        output.take_all(&pending.batches)?;
         pending.batches.clear();
-        let mut offset = 0;
-        while all.num_rows() - offset >= WRITE_BATCH_ROWS {
-            output.take(all.slice(offset, WRITE_BATCH_ROWS), false)?;
-            offset += WRITE_BATCH_ROWS;
-        }
-        pending.rows = all.num_rows() - offset;
-        if pending.rows > 0 {
-            pending.batches.push(all.slice(offset, pending.rows));
+        pending.rows = rest;
+        if rest > 0 {
+            pending.batches.push(last.slice(written, rest));
         }
         Ok(())
     }

@@ -69,7 +69,17 @@ impl BatchEncoder {
     /// Encodes `batch`, which must have the output's schema: a Parquet batch becomes row
     /// groups of at most [`WRITE_ROW_GROUP_ROWS`] rows.
     pub fn encode(&self, batch: &RecordBatch) -> Result<EncodedBatch> {
-        if batch.schema_ref().fields() != self.schema.fields() {
+        self.encode_all(std::slice::from_ref(batch))
+    }
+
+    /// Encodes the rows of `batches` (each with the output's schema), in order, as
+    /// [`encode`](Self::encode) encodes them joined into one batch: a Parquet row group may
+    /// take rows of several, so that rows short of a row group join the next without a copy.
+    pub fn encode_all(&self, batches: &[RecordBatch]) -> Result<EncodedBatch> {
+        if let Some(batch) = batches
+            .iter()
+            .find(|batch| batch.schema_ref().fields() != self.schema.fields())
+        {
             return Err(Error::Internal(format!(
                 "writing {}: batch schema {:?} differs from the output schema {:?}",
                 self.path.display(),
@@ -78,31 +88,28 @@ impl BatchEncoder {
             )));
         }
         let path = &self.path;
-        match &self.format {
-            Encoding::Parquet(factory) => {
-                let mut groups = Vec::new();
-                let mut start = 0;
-                while start < batch.num_rows() {
-                    let rows = WRITE_ROW_GROUP_ROWS.min(batch.num_rows() - start);
-                    let group = batch.slice(start, rows);
-                    groups.push(
-                        encode_row_group(factory, &group)
-                            .map_err(|error| parquet_write_error(path, error))?,
-                    );
-                    start += rows;
-                }
-                Ok(EncodedBatch(Encoded::RowGroups(groups)))
+        let batch = match (&self.format, batches) {
+            (Encoding::Parquet(factory), _) => {
+                return encode_row_groups(factory, batches)
+                    .map(|groups| EncodedBatch(Encoded::RowGroups(groups)))
+                    .map_err(|error| parquet_write_error(path, error));
             }
+            (_, [batch]) => batch.clone(),
+            (_, _) => arrow::compute::concat_batches(&self.schema, batches)
+                .map_err(|error| Error::Internal(format!("joining output batches: {error}")))?,
+        };
+        match &self.format {
+            Encoding::Parquet(_) => unreachable!("encoded above"),
             Encoding::Csv => {
                 let mut writer = arrow::csv::WriterBuilder::new()
                     .with_header(false)
                     .build(Vec::new());
                 writer
-                    .write(batch)
+                    .write(&batch)
                     .map_err(|error| arrow_write_error(path, FileFormat::Csv, error))?;
                 Ok(EncodedBatch(Encoded::Csv(writer.into_inner())))
             }
-            Encoding::Ipc => Ok(EncodedBatch(Encoded::Ipc(compact_views(batch)))),
+            Encoding::Ipc => Ok(EncodedBatch(Encoded::Ipc(compact_views(&batch)))),
         }
     }
 }
@@ -141,22 +148,56 @@ pub fn compact_views(batch: &RecordBatch) -> RecordBatch {
 
 /// One row group of `batch`: every column encoded and compressed by a column writer of
 /// `factory`.
-fn encode_row_group(
+/// The rows of `batches`, in order, encoded as row groups of [`WRITE_ROW_GROUP_ROWS`] rows
+/// (the last may be shorter), a row group taking rows of as many batches as it needs.
+fn encode_row_groups(
     factory: &ArrowRowGroupWriterFactory,
-    batch: &RecordBatch,
-) -> std::result::Result<Vec<ArrowColumnChunk>, ParquetError> {
-    // The row group's index only matters to encryption, which is not compiled in.
-    let mut writers = factory.create_column_writers(0)?;
-    let mut leaves = writers.iter_mut();
-    for (field, column) in batch.schema_ref().fields().iter().zip(batch.columns()) {
-        for leaf in compute_leaves(field, column)? {
-            let writer = leaves.next().ok_or_else(|| {
-                ParquetError::General("more leaf columns than column writers".into())
-            })?;
-            writer.write(&leaf)?;
+    batches: &[RecordBatch],
+) -> std::result::Result<Vec<Vec<ArrowColumnChunk>>, ParquetError> {
+    let mut groups = Vec::new();
+    let mut open = None;
+    let mut rows_in_open = 0;
+    for batch in batches {
+        let mut start = 0;
+        while start < batch.num_rows() {
+            let rows = (WRITE_ROW_GROUP_ROWS - rows_in_open).min(batch.num_rows() - start);
+            // The row group's index only matters to encryption, which is not compiled in.
+            let writers = match &mut open {
+                Some(writers) => writers,
+                None => open.insert(factory.create_column_writers(0)?),
+            };
+            let part = batch.slice(start, rows);
+            let mut leaves = writers.iter_mut();
+            for (field, column) in part.schema_ref().fields().iter().zip(part.columns()) {
+                for leaf in compute_leaves(field, column)? {
+                    let writer = leaves.next().ok_or_else(|| {
+                        ParquetError::General("more leaf columns than column writers".into())
+                    })?;
+                    writer.write(&leaf)?;
+                }
+            }
+            start += rows;
+            rows_in_open += rows;
+            if rows_in_open == WRITE_ROW_GROUP_ROWS {
+                let writers = open.take().into_iter().flatten();
+                groups.push(
+                    writers
+                        .map(|writer| writer.close())
+                        .collect::<std::result::Result<_, _>>()?,
+                );
+                rows_in_open = 0;
+            }
         }
     }
-    writers.into_iter().map(|writer| writer.close()).collect()
+    if let Some(writers) = open {
+        groups.push(
+            writers
+                .into_iter()
+                .map(|writer| writer.close())
+                .collect::<std::result::Result<_, _>>()?,
+        );
+    }
+    Ok(groups)
 }
 
 /// Writes a table as Parquet, Arrow IPC file or CSV (with header) to an output path as
