@@ -1064,9 +1064,14 @@ mod tests {
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_max_row_group_row_count(Some(10_000))
             .build();
-        let mut writer =
-            ArrowWriter::try_new(File::create(path).unwrap(), schema, Some(properties)).unwrap();
-        writer.write(&batch).unwrap();
+        write_parquet(path, &batch, properties);
+    }
+
+    /// Writes `batch` to a Parquet file at `path` with `properties`.
+    fn write_parquet(path: &Path, batch: &RecordBatch, properties: WriterProperties) {
+        let file = File::create(path).unwrap();
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties)).unwrap();
+        writer.write(batch).unwrap();
         writer.close().unwrap();
     }
 
@@ -1123,11 +1128,7 @@ mod tests {
             let properties = WriterProperties::builder()
                 .set_max_row_group_row_count(Some(group))
                 .build();
-            let mut writer =
-                ArrowWriter::try_new(File::create(path).unwrap(), schema, Some(properties))
-                    .unwrap();
-            writer.write(&batch).unwrap();
-            writer.close().unwrap();
+            write_parquet(path, &batch, properties);
         };
         let (large, small) = (
             dir.path().join("large.parquet"),
