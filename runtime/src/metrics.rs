@@ -52,6 +52,10 @@ pub struct Metrics {
     pub strategy_report: StrategyReport,
 }
 
+/// What metrics say for the checksum of a written output no one asked to see (see
+/// [`OutputTarget::File`](crate::engine::OutputTarget::File)).
+pub const NOT_COMPUTED: &str = "not computed";
+
 /// Formats a checksum the way metrics and summaries show it.
 pub fn checksum_hex(checksum: u64) -> String {
     format!("{checksum:016x}")
@@ -82,7 +86,9 @@ impl Metrics {
             left_rows: rows.0,
             right_rows: rows.1,
             output_rows: report.output_rows,
-            checksum: checksum_hex(report.checksum),
+            checksum: report
+                .checksum
+                .map_or_else(|| NOT_COMPUTED.to_string(), checksum_hex),
             elapsed_seconds: report.elapsed.as_secs_f64(),
             read_seconds,
             load: report.loads.figures(rows.0 + rows.1),

@@ -493,7 +493,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
     drop(registered);
     let report = RunReport {
         output_rows: rows,
-        checksum,
+        checksum: Some(checksum),
         loads: output_run.loads,
         elapsed: output_run.elapsed,
         strategy_report: output_run.report,

@@ -35,7 +35,7 @@ pub fn explain(args: ExplainArgs) -> Result<()> {
         args.top,
     );
     if args.analyze {
-        plan.measured = Some(run_prepared(&args.join, prepared, &mut progress)?);
+        plan.measured = Some(run_prepared(&args.join, prepared, &mut progress, true)?);
     }
     if args.json {
         let text = serde_json::to_string_pretty(&plan)

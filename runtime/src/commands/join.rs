@@ -260,10 +260,13 @@ pub(super) fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Res
 }
 
 /// Runs a prepared join: writes the output and metrics files if asked, and returns the metrics.
+/// A written output's checksum is computed where the caller shows it (`checksum_shown`) or the
+/// metrics file has it; else the metrics say it was not computed.
 pub(super) fn run_prepared(
     args: &JoinArgs,
     prepared: Prepared,
     progress: &mut Progress,
+    checksum_shown: bool,
 ) -> Result<Metrics> {
     let Prepared {
         how,
@@ -285,6 +288,7 @@ pub(super) fn run_prepared(
                 writer,
                 schema,
                 path: path.clone(),
+                checksum: checksum_shown || args.metrics.is_some(),
             })
         }
         _ => None,
@@ -336,7 +340,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
     }
     let mut progress = Progress::new(args.quiet);
     let prepared = prepare(&args, &progress, true)?;
-    let metrics = run_prepared(&args, prepared, &mut progress)?;
+    let metrics = run_prepared(&args, prepared, &mut progress, !args.quiet)?;
     if !args.quiet {
         if args.output.is_none() {
             outln!("rows\t{}", metrics.output_rows);

@@ -19,7 +19,7 @@
 //!
 //! The checksum of a row needs its hash, which only a decoded row gives: the late side's rows
 //! are hashed when their unit is decoded, and the smaller side's hashes are kept by row as it
-//! is read ([`LateSide::keep_hashes`]).
+//! is read ([`LateSide::keep_hashes`]). Where the checksum is not asked for, neither is.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -71,8 +71,11 @@ pub(crate) struct LateSide {
     input: InputFile,
     /// The runs of whole row groups (or record batches) it is read again in, in order.
     units: Vec<Range<u64>>,
-    /// The hash of each of the other side's rows, kept as it is read.
+    /// The hash of each of the other side's rows, kept as it is read; none where the output's
+    /// checksum is not computed.
     held_hashes: Vec<AtomicU64>,
+    /// Whether the output's checksum is computed.
+    hashing: bool,
     /// The pairs of every worker that has finished, grouped by unit.
     finished: Mutex<Vec<UnitPairs>>,
     /// How many pairs a worker holds before it writes them itself.
@@ -99,13 +102,15 @@ pub(crate) struct Pending {
 impl LateSide {
     /// The side of a join of `left` and `right` written as `how` by `workers` workers to read
     /// twice: the one with more rows (the left on a tie), where it is output, its file can be
-    /// read a part at a time, and it is at least `bounds.min_bytes` decoded.
+    /// read a part at a time, and it is at least `bounds.min_bytes` decoded; `hashing` where the
+    /// output's checksum is computed.
     pub(crate) fn choose(
         left: &StreamSide,
         right: &StreamSide,
         how: JoinType,
         workers: usize,
         bounds: LateBounds,
+        hashing: bool,
     ) -> Option<LateSide> {
         let (side, late, held) = if left.input.rows >= right.input.rows {
             (Side::Left, left, right)
@@ -135,7 +140,11 @@ impl LateSide {
             side,
             input,
             units,
-            held_hashes: (0..held.input.rows).map(|_| AtomicU64::new(0)).collect(),
+            held_hashes: match hashing {
+                true => (0..held.input.rows).map(|_| AtomicU64::new(0)).collect(),
+                false => Vec::new(),
+            },
+            hashing,
             finished: Mutex::new(Vec::new()),
             worker_pairs: (bounds.pairs / workers.max(1)).max(1),
             progress: None,
@@ -148,8 +157,11 @@ impl LateSide {
         self
     }
 
-    /// Keeps the hashes of the held side's rows from row `first` on.
+    /// Keeps the hashes of the held side's rows from row `first` on (none without a checksum).
     pub(crate) fn keep_hashes(&self, first: u64, hashes: &[u64]) -> Result<()> {
+        if !self.hashing {
+            return Ok(());
+        }
         let slots = usize::try_from(first)
             .ok()
             .and_then(|first| self.held_hashes.get(first..first + hashes.len()))
@@ -310,20 +322,22 @@ impl LateSide {
                     Vec::new(),
                 ),
             };
-            for &pair in &local {
-                let held = match pair >> 32 {
-                    row if row == u64::from(PAD) => None,
-                    row => Some(self.held_hashes[row as usize].load(Ordering::Relaxed)),
-                };
-                let late = match pair as u32 {
-                    PAD => None,
-                    row => Some(hashes[row as usize]),
-                };
-                let (left, right) = match self.side {
-                    Side::Left => (late, held),
-                    Side::Right => (held, late),
-                };
-                checksum = checksum.wrapping_add(pair_checksum(left, right));
+            if self.hashing {
+                for &pair in &local {
+                    let held = match pair >> 32 {
+                        row if row == u64::from(PAD) => None,
+                        row => Some(self.held_hashes[row as usize].load(Ordering::Relaxed)),
+                    };
+                    let late = match pair as u32 {
+                        PAD => None,
+                        row => Some(hashes[row as usize]),
+                    };
+                    let (left, right) = match self.side {
+                        Side::Left => (late, held),
+                        Side::Right => (held, late),
+                    };
+                    checksum = checksum.wrapping_add(pair_checksum(left, right));
+                }
             }
             let (mut late_rows, mut held_rows) = (Vec::new(), Vec::new());
             for chunk in local.chunks(WRITE_BATCH_ROWS) {
@@ -403,17 +417,22 @@ impl LateSide {
         output.take(rest, true)
     }
 
-    /// The selected columns of the rows `range` of the late side, and their hashes: read again,
-    /// all of them, or an error saying the file changed since the join read it.
+    /// The selected columns of the rows `range` of the late side, and their hashes (none
+    /// without a checksum): read again, all of them, or an error saying the file changed since
+    /// the join read it.
     fn read_unit(&self, range: Range<u64>) -> Result<(RowStore, Vec<u64>)> {
         let mut batches = Vec::new();
-        let mut hashes = Vec::with_capacity((range.end - range.start) as usize);
+        let mut hashes = Vec::new();
+        let mut read = 0u64;
         for batch in self.input.batches_of_rows(false, range.clone())? {
             let selected = self.input.selected_columns(&batch?)?;
-            hashes.extend(row_hashes(&selected));
+            if self.hashing {
+                hashes.extend(row_hashes(&selected));
+            }
+            read += selected.num_rows() as u64;
             batches.push(selected);
         }
-        if hashes.len() as u64 != range.end - range.start {
+        if read != range.end - range.start {
             return Err(Error::Input(format!(
                 "{}: rows {} to {} were {} rows when the join read them but {} when they were \
                  read again for its output: the file changed while skewjoin was reading it; run \
@@ -422,7 +441,7 @@ impl LateSide {
                 range.start,
                 range.end,
                 range.end - range.start,
-                hashes.len()
+                read
             )));
         }
         Ok((
