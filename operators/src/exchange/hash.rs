@@ -37,36 +37,45 @@ impl StableHasher {
     /// Feeds one 64-bit word.
     #[inline]
     pub fn write_u64(&mut self, word: u64) {
-        self.state = (self.state.rotate_left(23) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.state = step(self.state, word);
     }
 
     /// Feeds a byte string; its length is included so that `"ab","c"` and `"a","bc"` differ.
     /// Its bytes go in as little-endian words of eight, the last zero-padded.
     #[inline]
     pub fn write_bytes(&mut self, bytes: &[u8]) {
+        let len = bytes.len();
         let mut chunks = bytes.chunks_exact(8);
         for chunk in &mut chunks {
             self.write_u64(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
         }
-        let tail = chunks.remainder();
-        if !tail.is_empty() {
-            self.write_u64(tail_word(tail));
+        let tail = chunks.remainder().len();
+        if len >= 8 {
+            // The tail is the top of the string's last eight bytes: one load and a shift, and
+            // the word fed or not by a select, where branching on the tail's length (which
+            // varies from string to string) mispredicted.
+            let last = u64::from_le_bytes(bytes[len - 8..].try_into().expect("8 bytes"));
+            let fed = step(self.state, (last >> 1) >> (63 - 8 * tail));
+            self.state = std::hint::select_unpredictable(tail > 0, fed, self.state);
+        } else if tail > 0 {
+            self.write_u64(tail_word(chunks.remainder()));
         }
-        self.write_u64(bytes.len() as u64 ^ LENGTH_SALT);
+        self.write_u64(len as u64 ^ LENGTH_SALT);
     }
 
     /// Feeds what [`write_bytes`](Self::write_bytes) feeds for a byte string of `len` bytes, at
     /// most 16, given as the low bytes of `bytes` (little-endian; what lies above `len` is
     /// ignored): the inline form of a short string in an Arrow view, hashed without a slice.
+    /// Both words are computed and the state chosen by selects, not branches on the length.
     #[inline]
     pub fn write_short(&mut self, bytes: u128, len: usize) {
         debug_assert!(len <= 16, "a short string has at most 16 bytes");
-        if len > 0 {
-            self.write_u64(bytes as u64 & low_bytes(len));
-        }
-        if len > 8 {
-            self.write_u64((bytes >> 64) as u64 & low_bytes(len - 8));
-        }
+        let low = bytes as u64 & low_bytes(len.min(8));
+        let high = (bytes >> 64) as u64 & low_bytes(len.saturating_sub(8));
+        let one = step(self.state, low);
+        let two = step(one, high);
+        let fed = std::hint::select_unpredictable(len > 8, two, one);
+        self.state = std::hint::select_unpredictable(len > 0, fed, self.state);
         self.write_u64(len as u64 ^ LENGTH_SALT);
     }
 
@@ -80,10 +89,16 @@ impl StableHasher {
 /// Mixed into a byte string's length, its last word.
 const LENGTH_SALT: u64 = 0xff51_afd7_ed55_8ccd;
 
-/// A mask of the low `len` bytes of a word, for `len` in `1..=8`.
+/// The state after feeding `word` in state `state`.
+#[inline]
+fn step(state: u64, word: u64) -> u64 {
+    (state.rotate_left(23) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// A mask of the low `len` bytes of a word, for `len` in `0..=8`.
 #[inline]
 fn low_bytes(len: usize) -> u64 {
-    u64::MAX >> (64 - 8 * len.min(8))
+    (u128::from(u64::MAX) >> (64 - 8 * len.min(8))) as u64
 }
 
 /// The 1 to 7 bytes of `tail` as a little-endian word, zero above them: read as two
