@@ -19,9 +19,10 @@ peak memory as ru_maxrss):
   own way of naming output columns (skewjoin --left-columns/--right-columns), so that a system
   can leave the other columns undecoded.
 
-skewjoin's timed runs of write and narrow are `skewjoin join ... --quiet --output FILE`, as a
-user writing a join runs it: its `--metrics` (which would have it also hash every row for the
-output's checksum, a count no peer is asked for) are written by the first warm-up run alone.
+skewjoin's warm-up and timed runs of write and narrow are `skewjoin join ... --quiet --output
+FILE`, as a user writing a join runs it, and its peak memory is theirs: its `--metrics` (which
+would have it also hash every row for the output's checksum, work no peer is asked for) are
+written by one more run after them, untimed.
 
 Writes tpch-results.json and tpch-results.md beside this file (or --out), prints the table and
 exits non-zero when any system failed or disagreed. See README.md.
@@ -230,21 +231,23 @@ def run_skewjoin(args, spec):
         lc, rc = NARROW[spec["join"]]
         cmd += ["--left-columns", ",".join(lc), "--right-columns", ",".join(rc)]
     with_metrics = cmd + ["--metrics", metrics_path]
-    # A written run's rows are checked in the file it wrote, so its timed runs ask for no
-    # metrics, as no peer is asked for more than the file: with them skewjoin also hashes every
-    # row for the output's checksum. The first warm-up (at least one where the output is
-    # written) writes the metrics; a counted run's checksum is its job, and every run has it.
+    # A written run's rows are checked in the file it wrote, so its warm-up and timed runs ask
+    # for no metrics, as no peer is asked for more than the file: with them skewjoin also
+    # hashes every row for the output's checksum. One more run, untimed and after them, writes
+    # the metrics. A counted run's checksum is its job, and every run has it.
     timed = cmd if written else with_metrics
-    warmups = max(args.warmups, 1) if written else args.warmups
     times, peaks = [], []
-    for i in range(warmups + args.runs):
-        run = with_metrics if i == 0 else timed
-        elapsed, code, peak, err = timed_process(run, timeout=args.timeout)
+    for i in range(args.warmups + args.runs):
+        elapsed, code, peak, err = timed_process(timed, timeout=args.timeout)
         if code != 0:
             return {"error": f"exit {code}: {err.strip()[-300:]}"}
         peaks.append(peak)
-        if i >= warmups:
+        if i >= args.warmups:
             times.append(elapsed)
+    if written:
+        _, code, _, err = timed_process(with_metrics, timeout=args.timeout)
+        if code != 0:
+            return {"error": f"exit {code}: {err.strip()[-300:]}"}
     with open(metrics_path) as f:
         metrics = json.load(f)
     return {
