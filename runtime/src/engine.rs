@@ -968,7 +968,6 @@ where
     });
     let sink_shared = Arc::clone(&shared);
     let writing = shared.output.is_some();
-    let checksummed = output_checksum;
     let window = window_pairs(plan.workers, WRITE_BATCH_ROWS);
     let sink_late = late.clone();
     let result = execute(Box::new(move |_| RuntimeSink {
@@ -1058,7 +1057,7 @@ where
     }
     Ok(RunReport {
         output_rows,
-        checksum: checksummed.then_some(checksum),
+        checksum: output_checksum.then_some(checksum),
         loads: result.loads,
         elapsed,
         strategy_report: result.report,
