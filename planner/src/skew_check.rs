@@ -3,13 +3,19 @@
 //!
 //! Inputs of up to [`SAMPLE_ROWS`] rows are counted exactly. Larger ones are counted from a
 //! sample: one row in `2^s` of each side, chosen by a hash of its row number, so that about
-//! [`SAMPLE_ROWS`] rows are counted; each row's key hash is kept in order as it is read. A key
-//! with [`EXACT_SAMPLES`] or more sampled rows on either side (the keys that can unbalance a
-//! worker) is then counted exactly on both sides in one pass over the kept hashes, which also
-//! counts every worker's input exactly; only the pairs of keys with fewer rows on both sides are
-//! estimated, from the sample. The hot key found, its share and the predicted excess are exact;
-//! what sampling saves is counting every row's key in a table: on a uniform 10M x 10M pair,
-//! 0.12 s of merging and counting and 0.06 s of bucketing on two threads.
+//! [`SAMPLE_ROWS`] rows are counted, and only those rows' keys are hashed. Where a key has
+//! [`EXACT_SAMPLES`] or more sampled rows on either side (the keys that can unbalance a worker),
+//! or the sample alone finds a hot key, the check needs an [`ExactPass`] over every row again,
+//! which counts those keys on both sides and every worker's input exactly; then only the pairs
+//! of keys with fewer rows on both sides are estimated, from the sample, and the hot key found,
+//! its share and the predicted excess are exact. Where no key is that common (a foreign key
+//! into a primary key, uniform keys), no row is read twice and every worker's input is
+//! estimated from the sample too.
+//!
+//! What sampling saves is counting every row's key in a table: on a uniform 10M x 10M pair,
+//! 0.12 s of merging and counting and 0.06 s of bucketing on two threads. Hashing only the
+//! sampled rows saves keeping every row's hash for the exact pass: on that pair the check took
+//! 0.21 s with them kept, of which writing and reading back 160 MB of hashes was a third.
 //!
 //! Input records and output pairs are not worth the same: [`WorkCosts`] weighs them (and
 //! AM-Join's key count) as measured on one process and on a cluster, with the output counted or
@@ -29,6 +35,8 @@
 //! assert!(skew.is_of(&7u64));
 //! assert!(skew.am_pays());
 //! ```
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use skewjoin_operators::hash::mix64;
@@ -79,13 +87,31 @@ pub fn skew_reason<K: JoinKey>(
     workers: usize,
     costs: WorkCosts,
 ) -> Option<SkewFinding> {
+    let skew = skew_of(left, right, partitions, workers, costs)?;
+    let key = left.iter().chain(right).find(|key| skew.is_of(*key))?;
+    Some(skew.finding(key))
+}
+
+/// The skew check of a join of these keys ([`KeyTally::skew`]), sampled as a join of their size
+/// is ([`KeyTally::for_join`]), with the [`ExactPass`] it asks for.
+pub fn skew_of<K: JoinKey>(
+    left: &[K],
+    right: &[K],
+    partitions: usize,
+    workers: usize,
+    costs: WorkCosts,
+) -> Option<Skew> {
     let rows = (left.len() + right.len()) as u64;
     let mut tally = KeyTally::for_join(rows, rows);
     left.iter().for_each(|key| tally.add(Side::Left, key));
     right.iter().for_each(|key| tally.add(Side::Right, key));
-    let skew = tally.skew(partitions, workers, costs)?;
-    let key = left.iter().chain(right).find(|key| skew.is_of(*key))?;
-    Some(skew.finding(key))
+    let counts = tally.counts(partitions, workers, costs, 1);
+    let exact = counts.exact_pass().map(|mut pass| {
+        left.iter().for_each(|key| pass.add(Side::Left, key));
+        right.iter().for_each(|key| pass.add(Side::Right, key));
+        pass
+    });
+    counts.skew(exact.as_ref())
 }
 
 /// Key counts of both inputs, gathered a key at a time (so a streamed input need not be held),
@@ -104,13 +130,6 @@ pub struct KeyTally {
     /// The buckets of tallies merged into this one, kept as they were: merging moves them, it
     /// does not copy their hashes (80 MB for 10^7 rows, 0.05 to 0.07 s).
     merged: Vec<Vec<Vec<u64>>>,
-    /// With sampling, every non-NULL key's hash of each side in the order read, for the exact
-    /// pass.
-    hashes: [Vec<u64>; 2],
-    /// The hashes of tallies merged into this one, with their side (0 left, 1 right).
-    merged_hashes: Vec<(usize, Vec<u64>)>,
-    /// Rows a side's hashes are given room for when its first key comes.
-    room: usize,
     /// Rows of each side, NULL keys included.
     rows: [u64; 2],
     /// What turns a side's row count into the number of the next row in the side, which
@@ -126,9 +145,6 @@ impl Default for KeyTally {
         KeyTally {
             buckets: vec![Vec::new(); TALLY_BUCKETS],
             merged: Vec::new(),
-            hashes: [Vec::new(), Vec::new()],
-            merged_hashes: Vec::new(),
-            room: 0,
             rows: [0; 2],
             row_offsets: [0; 2],
             shift: 0,
@@ -250,9 +266,6 @@ impl KeyTally {
                 .map(|_| Vec::with_capacity(per_bucket))
                 .collect(),
             merged: Vec::new(),
-            hashes: [Vec::new(), Vec::new()],
-            merged_hashes: Vec::new(),
-            room: usize::try_from(rows).unwrap_or(usize::MAX / 16),
             rows: [0; 2],
             row_offsets: [0; 2],
             shift,
@@ -272,20 +285,13 @@ impl KeyTally {
     pub fn add<K: JoinKey>(&mut self, side: Side, key: &K) {
         let (index, row) = next_row(&mut self.rows, side);
         let row = row.wrapping_add(self.row_offsets[index]);
+        if self.shift > 0 && mix64(row ^ SAMPLE_SALT[index]) >> (64 - self.shift) != 0 {
+            return;
+        }
         if key.is_null() {
             return;
         }
         let hash = key.stable_hash();
-        if self.shift > 0 {
-            let own = &mut self.hashes[index];
-            if own.capacity() == 0 {
-                own.reserve(self.room);
-            }
-            own.push(hash);
-            if mix64(row ^ SAMPLE_SALT[index]) >> (64 - self.shift) != 0 {
-                return;
-            }
-        }
         self.buckets[(hash >> 56) as usize].push((hash & !1) | index as u64);
     }
 
@@ -300,9 +306,6 @@ impl KeyTally {
         );
         self.merged.push(other.buckets);
         self.merged.extend(other.merged);
-        let [left, right] = other.hashes;
-        self.merged_hashes.extend([(0, left), (1, right)]);
-        self.merged_hashes.extend(other.merged_hashes);
         self.rows[0] += other.rows[0];
         self.rows[1] += other.rows[1];
     }
@@ -320,10 +323,11 @@ impl KeyTally {
     /// partitions) would do, weighed by `costs`: `auto` runs AM-Join instead of Shuffle-Join
     /// when [`Skew::am_pays`].
     ///
-    /// The loads are predicted by placing every key's hash where Shuffle-Join would: exactly,
-    /// but for the pairs of the keys a sampled tally saw on fewer than [`EXACT_SAMPLES`] rows of
-    /// either side, which are estimated. NULL keys are left out: Shuffle-Join drops them or
-    /// spreads them evenly, which moves the mean and the maximum alike.
+    /// The loads are predicted by placing every key's hash where Shuffle-Join would: exactly
+    /// for an exact tally; for a sampled one, from the sample alone (the check of a join
+    /// follows [`counts`](Self::counts) with the [`ExactPass`] it asks for). NULL keys are left
+    /// out: Shuffle-Join drops them or spreads them evenly, which moves the mean and the maximum
+    /// alike.
     pub fn skew(&self, partitions: usize, workers: usize, costs: WorkCosts) -> Option<Skew> {
         self.skew_on_threads(partitions, workers, costs, 1)
     }
@@ -337,28 +341,176 @@ impl KeyTally {
         costs: WorkCosts,
         threads: usize,
     ) -> Option<Skew> {
+        self.counts(partitions, workers, costs, threads).skew(None)
+    }
+
+    /// The keys' counts, on `threads` threads, for the skew check of `partitions` partitions on
+    /// `workers` workers weighed by `costs`: its verdict ([`TallyCounts::skew`]) after the
+    /// [`ExactPass`] it asks for, if any, over every row the tally saw.
+    pub fn counts(
+        &self,
+        partitions: usize,
+        workers: usize,
+        costs: WorkCosts,
+        threads: usize,
+    ) -> TallyCounts {
         let placement = Partitioning::new(partitions.max(1), workers.max(1));
         let per_thread = TALLY_BUCKETS.div_ceil(threads.max(1));
         let runs: Vec<_> = (0..TALLY_BUCKETS)
             .step_by(per_thread)
             .map(|first| first..(first + per_thread).min(TALLY_BUCKETS))
             .collect();
-        let mut all = BucketCounts::new(placement.partitions());
-        for counts in on_threads(runs, |run| {
+        let mut counts = BucketCounts::new(placement.partitions());
+        for run_counts in on_threads(runs, |run| {
             BucketCounts::of(self, run, &placement, self.shift, costs)
         }) {
-            all.add(counts);
+            counts.add(run_counts);
         }
-        if self.shift > 0 {
-            all.count_exactly(self, &placement, threads, costs);
+        TallyCounts {
+            placement,
+            counts,
+            rows: self.rows,
+            shift: self.shift,
+            costs,
         }
+    }
+}
+
+/// A [`KeyTally`]'s keys counted for the skew check, before the [`ExactPass`] that a sampled
+/// tally may ask for.
+#[derive(Debug)]
+pub struct TallyCounts {
+    placement: Partitioning,
+    counts: BucketCounts,
+    rows: [u64; 2],
+    shift: u32,
+    costs: WorkCosts,
+}
+
+impl TallyCounts {
+    /// The pass over every row again that the check needs, if any: a sampled tally's, where a
+    /// key was sampled on [`EXACT_SAMPLES`] or more rows of a side, or the sample alone finds
+    /// a hot key. Give it every row the tally saw ([`ExactPass::add`]), on as many passes as
+    /// wanted (each a clone of this one, [`merged`](ExactPass::merge) after), then to
+    /// [`skew`](Self::skew).
+    pub fn exact_pass(&self) -> Option<ExactPass> {
+        if self.shift == 0 || (self.counts.exact.is_empty() && self.skew(None).is_none()) {
+            return None;
+        }
+        let hashes: Vec<u64> = self.counts.exact.iter().map(|(hash, _)| *hash).collect();
+        let mut filter = vec![0u64; FILTER_WORDS];
+        for &hash in &hashes {
+            let bit = filter_bit(hash);
+            filter[bit / 64] |= 1 << (bit % 64);
+        }
+        let index = hashes
+            .iter()
+            .enumerate()
+            .map(|(index, &hash)| (hash, index))
+            .collect();
+        Some(ExactPass {
+            keys: Arc::new(ExactKeys { index, filter }),
+            placement: self.placement,
+            inputs: vec![0; self.placement.partitions()],
+            rows: vec![[0; 2]; hashes.len()],
+        })
+    }
+
+    /// The verdict of [`KeyTally::skew`]: with `exact`, the [`ExactPass`] over every row, each
+    /// worker's input and the rows of the keys it counted are exact; without, they are
+    /// estimated from the sample.
+    pub fn skew(&self, exact: Option<&ExactPass>) -> Option<Skew> {
+        let (placement, costs) = (&self.placement, self.costs);
         let BucketCounts {
-            output,
-            most,
-            loads,
-            ..
-        } = all;
-        skew_from(&placement, &loads, output, &most, self.rows, costs)
+            mut output,
+            mut most,
+            mut loads,
+            ref sampled_inputs,
+            exact: ref set_aside,
+        } = self.counts.clone();
+        match exact {
+            Some(pass) => {
+                for (load, &input) in loads.iter_mut().zip(&pass.inputs) {
+                    *load += costs.work(input, 0);
+                }
+            }
+            None => {
+                for (load, &input) in loads.iter_mut().zip(sampled_inputs) {
+                    *load += costs.work(input << self.shift, 0);
+                }
+            }
+        }
+        for (index, &(hash, [sampled_l, sampled_r])) in set_aside.iter().enumerate() {
+            let [l, r] = match exact {
+                Some(pass) => pass.rows[index],
+                None => [sampled_l << self.shift, sampled_r << self.shift],
+            };
+            let pairs = u128::from(l) * u128::from(r);
+            output += pairs;
+            loads[placement.partition_of_hash(hash) as usize] += costs.work(0, pairs);
+            keep_most(
+                &mut most,
+                &[(l.saturating_mul(r), hash), (l, hash), (r, hash)],
+            );
+        }
+        skew_from(placement, &loads, output, &most, self.rows, costs)
+    }
+}
+
+/// The keys an [`ExactPass`] counts, shared by its clones.
+#[derive(Debug)]
+struct ExactKeys {
+    /// Each key's hash (lowest bit cleared) and its place in the pass's counts.
+    index: rustc_hash::FxHashMap<u64, usize>,
+    /// A bit per hash prefix of the keys counted: most rows are of none, and are turned away
+    /// at one load.
+    filter: Vec<u64>,
+}
+
+/// A sampled skew check's pass over every row again ([`TallyCounts::exact_pass`]): each
+/// partition's input, and both sides' rows of the keys the sample found common.
+#[derive(Clone, Debug)]
+pub struct ExactPass {
+    keys: Arc<ExactKeys>,
+    placement: Partitioning,
+    /// Each partition's non-NULL rows.
+    inputs: Vec<u64>,
+    /// Each counted key's rows on each side.
+    rows: Vec<[u64; 2]>,
+}
+
+impl ExactPass {
+    /// Counts one row of `side` with key `key`.
+    #[inline]
+    pub fn add<K: JoinKey>(&mut self, side: Side, key: &K) {
+        if key.is_null() {
+            return;
+        }
+        let hash = key.stable_hash() & !1;
+        self.inputs[self.placement.partition_of_hash(hash) as usize] += 1;
+        let bit = filter_bit(hash);
+        if self.keys.filter[bit / 64] & (1 << (bit % 64)) != 0 {
+            if let Some(&index) = self.keys.index.get(&hash) {
+                self.rows[index][side.index()] += 1;
+            }
+        }
+    }
+
+    /// Adds the counts of `other`, a clone of the same pass given other rows.
+    pub fn merge(&mut self, other: ExactPass) {
+        for (mine, theirs) in self.inputs.iter_mut().zip(other.inputs) {
+            *mine += theirs;
+        }
+        for (mine, theirs) in self.rows.iter_mut().zip(other.rows) {
+            mine[0] += theirs[0];
+            mine[1] += theirs[1];
+        }
+    }
+}
+
+impl KeySink for ExactPass {
+    fn add_key<K: JoinKey>(&mut self, side: Side, key: &K) {
+        self.add(side, key);
     }
 }
 
@@ -616,6 +768,7 @@ fn on_threads<I: Send, R: Send>(items: Vec<I>, work: impl Fn(I) -> R + Sync) -> 
 }
 
 /// What the keys of a run of a [`KeyTally`]'s buckets add to its skew check.
+#[derive(Clone, Debug)]
 struct BucketCounts {
     /// Inner-join pairs.
     output: u128,
@@ -624,10 +777,14 @@ struct BucketCounts {
     /// side's rows: three candidates, kept while counting.
     most: [(u64, u64); 3],
     /// Each partition's input records and output pairs under Shuffle-Join, weighed (in
-    /// 1,024ths of a record, [`WorkCosts::work`]).
+    /// 1,024ths of a record, [`WorkCosts::work`]); with sampling, its output pairs only, but
+    /// for those of the keys set aside.
     loads: Vec<u128>,
-    /// With sampling, the keys to count exactly (hashes, lowest bit cleared), in bucket order.
-    exact: Vec<u64>,
+    /// With sampling, each partition's sampled non-NULL rows.
+    sampled_inputs: Vec<u64>,
+    /// With sampling, the keys to count exactly (hashes, lowest bit cleared), in bucket order,
+    /// with their sampled rows of each side.
+    exact: Vec<(u64, [u64; 2])>,
 }
 
 impl BucketCounts {
@@ -636,14 +793,15 @@ impl BucketCounts {
             output: 0,
             most: [(0, 0); 3],
             loads: vec![0; partitions],
+            sampled_inputs: vec![0; partitions],
             exact: Vec::new(),
         }
     }
 
     /// Counts the keys of `tally`'s buckets `buckets`, each bucket in a map of its own. With
     /// sampling (`shift` above 0), a key sampled on [`EXACT_SAMPLES`] rows or more of a side is
-    /// set aside to be counted exactly, and the others' pairs are estimated (their inputs are
-    /// counted exactly later).
+    /// set aside to be counted exactly, and the others' pairs are estimated; every partition's
+    /// input is counted in sampled rows, to be counted exactly or estimated from them.
     fn of(
         tally: &KeyTally,
         buckets: std::ops::Range<usize>,
@@ -659,98 +817,24 @@ impl BucketCounts {
                 counts.entry(word & !1).or_default()[(word & 1) as usize] += 1;
             }
             for (&hash, &[l, r]) in &counts {
-                if shift > 0 && l.max(r) >= EXACT_SAMPLES {
-                    this.exact.push(hash);
-                    continue;
+                let partition = placement.partition_of_hash(hash) as usize;
+                if shift > 0 {
+                    this.sampled_inputs[partition] += l + r;
+                    if l.max(r) >= EXACT_SAMPLES {
+                        this.exact.push((hash, [l, r]));
+                        continue;
+                    }
                 }
                 let (l, r) = (l << shift, r << shift);
-                let partition = placement.partition_of_hash(hash) as usize;
                 let pairs = u128::from(l) * u128::from(r);
                 this.output += pairs;
-                // Sampled, the inputs are counted exactly later.
+                // Sampled, the inputs are counted apart.
                 let records = if shift == 0 { l + r } else { 0 };
                 this.loads[partition] += costs.work(records, pairs);
                 this.keep_most(&[(l.saturating_mul(r), hash), (l, hash), (r, hash)]);
             }
         }
         this
-    }
-
-    /// The exact pass of a sampled tally: every partition's input, and both sides' rows of the
-    /// keys set aside, from the hashes kept in read order.
-    fn count_exactly(
-        &mut self,
-        tally: &KeyTally,
-        placement: &Partitioning,
-        threads: usize,
-        costs: WorkCosts,
-    ) {
-        let exact: rustc_hash::FxHashMap<u64, usize> = self
-            .exact
-            .iter()
-            .enumerate()
-            .map(|(index, &hash)| (hash, index))
-            .collect();
-        // Most rows are of no key set aside: a bit per hash prefix turns them away at one load.
-        let mut maybe = vec![0u64; FILTER_WORDS];
-        for &hash in &self.exact {
-            let bit = filter_bit(hash);
-            maybe[bit / 64] |= 1 << (bit % 64);
-        }
-        // Runs of hashes, each cut in pieces so that every thread has a share.
-        let runs: Vec<(usize, &[u64])> = [(0, &tally.hashes[0]), (1, &tally.hashes[1])]
-            .into_iter()
-            .chain(tally.merged_hashes.iter().map(|(side, run)| (*side, run)))
-            .map(|(side, run)| (side, run.as_slice()))
-            .collect();
-        let total: usize = runs.iter().map(|(_, run)| run.len()).sum();
-        let piece = total.div_ceil(threads.max(1)).max(1);
-        let pieces: Vec<(usize, &[u64])> = runs
-            .into_iter()
-            .flat_map(|(side, run)| run.chunks(piece).map(move |chunk| (side, chunk)))
-            .collect();
-        let groups: Vec<Vec<(usize, &[u64])>> = {
-            let mut groups: Vec<Vec<(usize, &[u64])>> = vec![Vec::new(); threads.max(1)];
-            for (index, piece) in pieces.into_iter().enumerate() {
-                groups[index % threads.max(1)].push(piece);
-            }
-            groups
-        };
-        let partitions = placement.partitions();
-        let counted = on_threads(groups, |group| {
-            let mut inputs = vec![0u64; partitions];
-            let mut rows = vec![[0u64; 2]; exact.len()];
-            for (side, hashes) in group {
-                for &hash in hashes {
-                    let hash = hash & !1;
-                    inputs[placement.partition_of_hash(hash) as usize] += 1;
-                    let bit = filter_bit(hash);
-                    if maybe[bit / 64] & (1 << (bit % 64)) != 0 {
-                        if let Some(&index) = exact.get(&hash) {
-                            rows[index][side] += 1;
-                        }
-                    }
-                }
-            }
-            (inputs, rows)
-        });
-        let mut rows = vec![[0u64; 2]; self.exact.len()];
-        for (inputs, counted_rows) in counted {
-            for (load, input) in self.loads.iter_mut().zip(inputs) {
-                *load += costs.work(input, 0);
-            }
-            for (total, [l, r]) in rows.iter_mut().zip(counted_rows) {
-                total[0] += l;
-                total[1] += r;
-            }
-        }
-        let exact = std::mem::take(&mut self.exact);
-        for (&hash, [l, r]) in exact.iter().zip(rows) {
-            let pairs = u128::from(l) * u128::from(r);
-            self.output += pairs;
-            self.loads[placement.partition_of_hash(hash) as usize] += costs.work(0, pairs);
-            self.keep_most(&[(l.saturating_mul(r), hash), (l, hash), (r, hash)]);
-        }
     }
 
     fn keep_most(&mut self, candidates: &[(u64, u64); 3]) {
@@ -762,6 +846,9 @@ impl BucketCounts {
         self.output += later.output;
         for (load, more) in self.loads.iter_mut().zip(&later.loads) {
             *load += more;
+        }
+        for (input, more) in self.sampled_inputs.iter_mut().zip(&later.sampled_inputs) {
+            *input += more;
         }
         self.keep_most(&later.most);
         self.exact.extend(later.exact);

@@ -52,8 +52,43 @@ fn tally_rows(
     Ok(())
 }
 
-/// `auto`'s skew check over streamed inputs: a pass over the keys of each side, and when a key
-/// is hot, another until it is found (a hot key comes early), to name it.
+/// Gives every part of `parts` to `count` on `threads` threads, each taking the largest part
+/// left and counting it in a sink of its own (`new_sink`): the sinks, the calling thread's
+/// first, or the first error.
+fn on_parts<S: Send>(
+    parts: &[(&StreamSide, Side, Range<u64>)],
+    threads: usize,
+    new_sink: impl Fn() -> S + Sync,
+    count: impl Fn(&mut S, &StreamSide, Side, Range<u64>) -> Result<()> + Sync,
+) -> Result<Vec<S>> {
+    let next = AtomicUsize::new(0);
+    let count_parts = || -> Result<S> {
+        let mut sink = new_sink();
+        while let Some((input, side, rows)) = parts.get(next.fetch_add(1, Ordering::Relaxed)) {
+            count(&mut sink, input, *side, rows.clone())?;
+        }
+        Ok(sink)
+    };
+    let sinks: Vec<Result<S>> = std::thread::scope(|scope| {
+        let others: Vec<_> = (1..threads.min(parts.len()))
+            .map(|_| scope.spawn(count_parts))
+            .collect();
+        let mut sinks = vec![count_parts()];
+        sinks.extend(others.into_iter().map(|other| {
+            other
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        }));
+        sinks
+    });
+    sinks.into_iter().collect()
+}
+
+/// `auto`'s skew check over streamed inputs: a pass over the keys of each side; another where
+/// the sample asks for an exact count ([`exact_pass`]: a key is common, or hot);
+/// and when a key is hot, another until it is found (a hot key comes early), to name it.
+///
+/// [`exact_pass`]: skewjoin_planner::skew_check::TallyCounts::exact_pass
 pub(crate) fn streamed_skew(
     left: &StreamSide,
     right: &StreamSide,
@@ -80,34 +115,38 @@ pub(crate) fn streamed_skew(
     // Every tally samples alike (one row in 2^s past skew_check::SAMPLE_ROWS rows in all, chosen
     // by row number), so that merged they are one tally of both sides.
     let both = left.input.rows + right.input.rows;
-    let next = AtomicUsize::new(0);
-    let tally_parts = || -> Result<KeyTally> {
-        let mut tally = KeyTally::for_join(both, both / threads as u64);
-        while let Some((input, side, rows)) = parts.get(next.fetch_add(1, Ordering::Relaxed)) {
-            tally.continue_at(*side, rows.start);
-            tally_rows(input, *side, rows.clone(), &mut tally)?;
-        }
-        Ok(tally)
-    };
-    let tallies: Vec<Result<KeyTally>> = std::thread::scope(|scope| {
-        let others: Vec<_> = (1..threads.min(parts.len()))
-            .map(|_| scope.spawn(tally_parts))
-            .collect();
-        let mut tallies = vec![tally_parts()];
-        tallies.extend(others.into_iter().map(|other| {
-            other
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        }));
-        tallies
-    });
+    let tallies = on_parts(
+        &parts,
+        threads,
+        || KeyTally::for_join(both, both / threads as u64),
+        |tally, input, side, rows| {
+            tally.continue_at(side, rows.start);
+            tally_rows(input, side, rows, tally)
+        },
+    )?;
     let mut tallies = tallies.into_iter();
-    let mut tally = tallies.next().expect("the calling thread's tally")?;
+    let mut tally = tallies.next().expect("a tally a thread");
     for other in tallies {
-        tally.merge(other?);
+        tally.merge(other);
     }
     // Counted on as many threads as the join will run.
-    let Some(skew) = tally.skew_on_threads(partitions, workers, costs, workers) else {
+    let counts = tally.counts(partitions, workers, costs, workers);
+    let exact = match counts.exact_pass() {
+        Some(pass) => {
+            let passes = on_parts(
+                &parts,
+                threads,
+                || pass.clone(),
+                |pass, input, side, rows| tally_rows(input, side, rows, pass),
+            )?;
+            passes.into_iter().reduce(|mut all, other| {
+                all.merge(other);
+                all
+            })
+        }
+        None => None,
+    };
+    let Some(skew) = counts.skew(exact.as_ref()) else {
         return Ok(None);
     };
     let mut found = None;
