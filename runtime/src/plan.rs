@@ -315,3 +315,113 @@ pub(crate) fn metrics_for(
         report,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+    use skewjoin_operators::hash::mix64;
+    use skewjoin_planner::skew_check::{skew_reason, SAMPLE_ROWS};
+
+    use super::*;
+    use crate::io::FileFormat;
+
+    /// Writes `keys` (NULL where `None`) as a Parquet file of one column, `key`, in row groups
+    /// of 100,000 rows.
+    fn write_keys(path: &Path, keys: &[Option<i64>]) {
+        let schema = Arc::new(Schema::new(vec![Field::new("key", DataType::Int64, true)]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Int64Array::from(keys.to_vec()))],
+        )
+        .unwrap();
+        let properties = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(100_000))
+            .build();
+        let mut writer = ArrowWriter::try_new(
+            std::fs::File::create(path).unwrap(),
+            schema,
+            Some(properties),
+        )
+        .unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+    }
+
+    /// On inputs past `SAMPLE_ROWS`, which are sampled, the check of two files (read in parts
+    /// on several threads, with the second pass over the keys where the sample asks for it)
+    /// reaches the verdict of the check of the same keys in memory, to the record: no skew on
+    /// uniform keys, and the same hot key, reason and excess where a key is hot on both sides,
+    /// on one, or only in the output.
+    #[test]
+    fn the_streamed_check_of_sampled_files_is_the_check_of_their_keys() {
+        const ROWS: u64 = 1_300_000;
+        const { assert!(2 * ROWS > SAMPLE_ROWS, "the inputs are sampled") };
+        let side = |salt: u64, hot: &dyn Fn(u64) -> Option<Option<i64>>| -> Vec<Option<i64>> {
+            (0..ROWS)
+                .map(|row| hot(row).unwrap_or(Some((mix64(row ^ salt) % ROWS) as i64)))
+                .collect()
+        };
+        let none = |_: u64| None;
+        let both = |row: u64| match row % 20 {
+            0 => Some(Some(7)),
+            1 => Some(None),
+            _ => None,
+        };
+        let one = |row: u64| row.is_multiple_of(4).then_some(Some(7));
+        // 3,000 rows a side: 9 million pairs, most of the output, yet a sliver of each input.
+        let output_only = |row: u64| row.is_multiple_of(433).then_some(Some(7));
+        type Hot<'a> = &'a dyn Fn(u64) -> Option<Option<i64>>;
+        let cases: [(&str, Hot, Hot); 4] = [
+            ("uniform", &none, &none),
+            ("hot on both sides", &both, &both),
+            ("hot on one side", &one, &none),
+            ("hot in the output", &output_only, &output_only),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let keys = ["key".to_string()];
+        for (name, left_hot, right_hot) in cases {
+            let (left, right) = (side(1, left_hot), side(2, right_hot));
+            let (left_path, right_path) =
+                (dir.path().join("l.parquet"), dir.path().join("r.parquet"));
+            write_keys(&left_path, &left);
+            write_keys(&right_path, &right);
+            let open = |path: &Path| StreamSide::open(path, FileFormat::Parquet, &keys).unwrap();
+            let as_keys = |keys: &[Option<i64>]| -> Vec<Key> {
+                keys.iter()
+                    .map(|key| key.map_or(Key::Null, Key::Int))
+                    .collect()
+            };
+            for (partitions, workers) in [(2, 2), (8, 3)] {
+                let costs = WorkCosts::of_run(1, false);
+                let streamed = streamed_skew(
+                    &open(&left_path),
+                    &open(&right_path),
+                    partitions,
+                    workers,
+                    costs,
+                )
+                .unwrap();
+                let in_memory = skew_reason(
+                    &as_keys(&left),
+                    &as_keys(&right),
+                    partitions,
+                    workers,
+                    costs,
+                );
+                let case = format!("{name}, P = {partitions}, W = {workers}");
+                assert_eq!(streamed, in_memory, "{case}");
+                assert_eq!(
+                    streamed.is_some(),
+                    name != "uniform",
+                    "{case}: {streamed:?}"
+                );
+            }
+        }
+    }
+}
