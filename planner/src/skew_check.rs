@@ -7,10 +7,10 @@
 //! [`EXACT_SAMPLES`] or more sampled rows on either side (the keys that can unbalance a worker),
 //! or the sample alone finds a hot key, the check needs an [`ExactPass`] over every row again,
 //! which counts those keys on both sides and every worker's input exactly; then only the pairs
-//! of keys with fewer rows on both sides are estimated, from the sample, and the hot key found,
-//! its share and the predicted excess are exact. Where no key is that common (a foreign key
-//! into a primary key, uniform keys), no row is read twice and every worker's input is
-//! estimated from the sample too.
+//! of keys with fewer sampled rows on both sides are estimated, from the sample, and a hot key
+//! among those set aside has its share and the predicted excess counted exactly. Where no key is
+//! that common and none is hot (uniform keys, a foreign key into a primary key whose values each
+//! have fewer than about `64 << s` rows), no row is read twice and there is no skew.
 //!
 //! What sampling saves is counting every row's key in a table: on a uniform 10M x 10M pair,
 //! 0.12 s of merging and counting and 0.06 s of bucketing on two threads. Hashing only the
@@ -115,8 +115,9 @@ pub fn skew_of<K: JoinKey>(
 }
 
 /// Key counts of both inputs, gathered a key at a time (so a streamed input need not be held),
-/// for `auto`'s skew check: exact, or from a sample of rows and exact for every key that
-/// matters (see the module's documentation).
+/// for `auto`'s skew check: exact, or from a sample of rows, and with the [`ExactPass`] that
+/// [`TallyCounts::exact_pass`] asks for, exact for every key that matters (see the module's
+/// documentation).
 ///
 /// Keys are counted by their stable hash (two keys whose 63 high hash bits agree count as one,
 /// which can only overstate skew). The counted hashes wait in buckets by their top byte, and each
@@ -394,10 +395,15 @@ impl TallyCounts {
     /// wanted (each a clone of this one, [`merged`](ExactPass::merge) after), then to
     /// [`skew`](Self::skew).
     pub fn exact_pass(&self) -> Option<ExactPass> {
-        if self.shift == 0 || (self.counts.exact.is_empty() && self.skew(None).is_none()) {
+        if self.shift == 0 || (self.counts.set_aside.is_empty() && self.skew(None).is_none()) {
             return None;
         }
-        let hashes: Vec<u64> = self.counts.exact.iter().map(|(hash, _)| *hash).collect();
+        let hashes: Vec<u64> = self
+            .counts
+            .set_aside
+            .iter()
+            .map(|(hash, _)| *hash)
+            .collect();
         let mut filter = vec![0u64; FILTER_WORDS];
         for &hash in &hashes {
             let bit = filter_bit(hash);
@@ -413,6 +419,7 @@ impl TallyCounts {
             placement: self.placement,
             inputs: vec![0; self.placement.partitions()],
             rows: vec![[0; 2]; hashes.len()],
+            seen: [0; 2],
         })
     }
 
@@ -426,10 +433,15 @@ impl TallyCounts {
             mut most,
             mut loads,
             ref sampled_inputs,
-            exact: ref set_aside,
+            ref set_aside,
         } = self.counts.clone();
         match exact {
             Some(pass) => {
+                debug_assert!(
+                    self.shift > 0 && pass.rows.len() == set_aside.len(),
+                    "an exact pass of other counts"
+                );
+                debug_assert_eq!(pass.seen, self.rows, "the exact pass saw other rows");
                 for (load, &input) in loads.iter_mut().zip(&pass.inputs) {
                     *load += costs.work(input, 0);
                 }
@@ -477,12 +489,15 @@ pub struct ExactPass {
     inputs: Vec<u64>,
     /// Each counted key's rows on each side.
     rows: Vec<[u64; 2]>,
+    /// Rows of each side seen, NULL keys included: the tally's, once every row is counted.
+    seen: [u64; 2],
 }
 
 impl ExactPass {
     /// Counts one row of `side` with key `key`.
     #[inline]
     pub fn add<K: JoinKey>(&mut self, side: Side, key: &K) {
+        self.seen[side.index()] += 1;
         if key.is_null() {
             return;
         }
@@ -498,6 +513,12 @@ impl ExactPass {
 
     /// Adds the counts of `other`, a clone of the same pass given other rows.
     pub fn merge(&mut self, other: ExactPass) {
+        debug_assert!(
+            Arc::ptr_eq(&self.keys, &other.keys),
+            "passes of other counts"
+        );
+        self.seen[0] += other.seen[0];
+        self.seen[1] += other.seen[1];
         for (mine, theirs) in self.inputs.iter_mut().zip(other.inputs) {
             *mine += theirs;
         }
@@ -646,8 +667,8 @@ fn next_row(rows: &mut [u64; 2], side: Side) -> (usize, u64) {
     (index, rows[index] - 1)
 }
 
-/// A tally of keys read a row at a time: [`KeyTally`] for one process's skew check, [`KeySample`]
-/// for a cluster's.
+/// A tally of keys read a row at a time: [`KeyTally`] for one process's skew check (and its
+/// [`ExactPass`]), [`KeySample`] for a cluster's.
 pub trait KeySink {
     /// Sees the next row of `side`, with key `key`.
     fn add_key<K: JoinKey>(&mut self, side: Side, key: &K);
@@ -782,9 +803,9 @@ struct BucketCounts {
     loads: Vec<u128>,
     /// With sampling, each partition's sampled non-NULL rows.
     sampled_inputs: Vec<u64>,
-    /// With sampling, the keys to count exactly (hashes, lowest bit cleared), in bucket order,
-    /// with their sampled rows of each side.
-    exact: Vec<(u64, [u64; 2])>,
+    /// With sampling, the keys set aside to count exactly (hashes, lowest bit cleared), in
+    /// bucket order, with their sampled rows of each side.
+    set_aside: Vec<(u64, [u64; 2])>,
 }
 
 impl BucketCounts {
@@ -794,7 +815,7 @@ impl BucketCounts {
             most: [(0, 0); 3],
             loads: vec![0; partitions],
             sampled_inputs: vec![0; partitions],
-            exact: Vec::new(),
+            set_aside: Vec::new(),
         }
     }
 
@@ -821,7 +842,7 @@ impl BucketCounts {
                 if shift > 0 {
                     this.sampled_inputs[partition] += l + r;
                     if l.max(r) >= EXACT_SAMPLES {
-                        this.exact.push((hash, [l, r]));
+                        this.set_aside.push((hash, [l, r]));
                         continue;
                     }
                 }
@@ -851,7 +872,7 @@ impl BucketCounts {
             *input += more;
         }
         self.keep_most(&later.most);
-        self.exact.extend(later.exact);
+        self.set_aside.extend(later.set_aside);
     }
 }
 

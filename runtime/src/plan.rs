@@ -125,7 +125,7 @@ pub(crate) fn streamed_skew(
         },
     )?;
     let mut tallies = tallies.into_iter();
-    let mut tally = tallies.next().expect("a tally a thread");
+    let mut tally = tallies.next().expect("the calling thread's tally");
     for other in tallies {
         tally.merge(other);
     }

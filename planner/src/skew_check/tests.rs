@@ -435,3 +435,60 @@ fn tallies_sampled_at_different_rates_are_not_merged() {
     let mut tally = KeyTally::sampled(2, 10);
     tally.merge(KeyTally::default());
 }
+
+/// Where every key is common enough to be set aside (40 keys over 300,000 rows a side), the
+/// sampled check with its exact pass estimates nothing: it is the exact tally's, to the last
+/// record.
+#[test]
+fn a_sampled_check_of_common_keys_only_is_exact() {
+    const ROWS: u64 = 300_000;
+    let side = |salt: u64| -> Vec<Option<i64>> {
+        (0..ROWS)
+            .map(|row| match mix64(row ^ salt) % 50 {
+                0..=4 => Some(7),
+                5 => None,
+                random => Some(random as i64),
+            })
+            .collect()
+    };
+    let (left, right) = (side(1), side(2));
+    for (partitions, workers) in [(2, 2), (8, 3)] {
+        let (exact, _) = checked_at(0, &left, &right, partitions, workers);
+        let (sampled, asked) = checked_at(4, &left, &right, partitions, workers);
+        assert!(asked, "P = {partitions}: every key is set aside");
+        assert!(exact.is_some(), "P = {partitions}: key 7 is hot");
+        assert_eq!(sampled, exact, "P = {partitions}, W = {workers}");
+    }
+}
+
+/// A key too rare to be set aside (about 40 sampled rows a side at one in 16) can still be hot
+/// in a small output: the sample finding it asks for the exact pass, and the check names the
+/// key the exact tally does.
+#[test]
+fn a_hot_key_the_sample_finds_asks_for_the_exact_pass() {
+    const ROWS: u64 = 300_000;
+    let side = |salt: u64| -> Vec<Option<i64>> {
+        (0..ROWS)
+            .map(|row| match row % 500 {
+                // 600 rows a side: 360,000 pairs, against about 300,000 from the rest.
+                0 => Some(7),
+                _ => Some((mix64(row ^ salt) % ROWS) as i64 + 100),
+            })
+            .collect()
+    };
+    let (left, right) = (side(1), side(2));
+    let counts = tally_at(4, &left, &right).counts(8, 2, UNIT, 2);
+    assert!(
+        counts.counts.set_aside.is_empty(),
+        "no key has {EXACT_SAMPLES} sampled rows"
+    );
+    let (exact, _) = checked_at(0, &left, &right, 8, 2);
+    let (sampled, asked) = checked_at(4, &left, &right, 8, 2);
+    assert!(asked, "the sample finds key 7 hot");
+    let (exact, sampled) = (exact.expect("key 7 is hot"), sampled.expect("key 7 is hot"));
+    assert!(
+        exact.is_of(&7i64) && sampled.is_of(&7i64),
+        "{sampled:?} against {exact:?}"
+    );
+    assert_eq!(sampled.what, "output");
+}
