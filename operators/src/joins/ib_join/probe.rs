@@ -258,7 +258,7 @@ where
                                             }
                                             Some(group) => {
                                                 if tracks {
-                                                    let id = group.id as usize;
+                                                    let id = table.id_of(group);
                                                     job.matched[slot][id / 64] |= 1 << (id % 64);
                                                 }
                                                 if pairs {
