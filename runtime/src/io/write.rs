@@ -242,6 +242,7 @@ impl OutputWriter {
     ) -> Result<OutputWriter> {
         let (file, pending) = PendingOutput::create(path)?;
         let (file, file_failure) = WatchedFile::new(file);
+        let file = file.with_writeback(!pending.is_streamed());
         let mut file = BufWriter::new(file);
         let (sink, encoding) = match format {
             FileFormat::Parquet => {
