@@ -1487,3 +1487,95 @@ proptest::proptest! {
         assert_csv_shares_whole(&path, count, prefix);
     }
 }
+
+/// Columns encoded on several threads make the file one thread makes, byte for byte, row
+/// groups spanning batches, a struct's two leaves written by one thread.
+#[test]
+fn columns_encoded_on_several_threads_make_the_file_one_thread_makes() {
+    use arrow::array::StructArray;
+    let dir = TempDir::new().unwrap();
+    let inner = Arc::new(Schema::new(vec![
+        Field::new("a", DataType::Int32, true),
+        Field::new("b", DataType::Utf8, true),
+    ]));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8View, true),
+        Field::new("score", DataType::Float64, true),
+        Field::new("pair", DataType::Struct(inner.fields().clone()), true),
+    ]));
+    let batch = |first: i64, rows: i64| {
+        let ids: Vec<i64> = (first..first + rows).collect();
+        let names: Vec<Option<String>> = ids
+            .iter()
+            .map(|id| (id % 5 != 0).then(|| format!("name {}", id % 997)))
+            .collect();
+        let pair = StructArray::try_new(
+            inner.fields().clone(),
+            vec![
+                Arc::new(Int32Array::from_iter(
+                    ids.iter().map(|id| (id % 3 != 0).then_some(*id as i32)),
+                )) as ArrayRef,
+                Arc::new(StringArray::from_iter(
+                    ids.iter().map(|id| Some(format!("{}", id * 7))),
+                )),
+            ],
+            None,
+        )
+        .unwrap();
+        RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from(ids.clone())),
+                Arc::new(StringViewArray::from_iter(names)),
+                Arc::new(Float64Array::from_iter(
+                    ids.iter()
+                        .map(|id| (id % 11 != 0).then_some(*id as f64 / 3.0)),
+                )),
+                Arc::new(pair),
+            ],
+        )
+        .unwrap()
+    };
+    let batches = [
+        batch(0, 50_000),
+        batch(50_000, 30_000),
+        batch(80_000, 70_000),
+    ];
+    let write = |threads: usize| {
+        let path = dir.path().join(format!("on-{threads}.parquet"));
+        let mut writer = OutputWriter::create(
+            &path,
+            FileFormat::Parquet,
+            OutputCompression::Zstd,
+            Arc::clone(&schema),
+        )
+        .unwrap();
+        let encoded = writer.encoder().encode_all_on(&batches, threads).unwrap();
+        writer.append(encoded).unwrap();
+        writer.finish().unwrap();
+        std::fs::read(&path).unwrap()
+    };
+    let one = write(1);
+    for threads in [2, 3, 8] {
+        assert!(
+            write(threads) == one,
+            "{threads} threads wrote another file"
+        );
+    }
+    let path = dir.path().join("on-3.parquet");
+    let reader =
+        parquet::file::reader::SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+    use parquet::file::reader::FileReader as _;
+    let groups: Vec<i64> = (0..reader.metadata().num_row_groups())
+        .map(|group| reader.metadata().row_group(group).num_rows())
+        .collect();
+    assert_eq!(groups, [65_536, 65_536, 18_928]);
+    let back = read_table(&path, FileFormat::Parquet).unwrap();
+    let expected = concat_batches(&schema, &batches).unwrap();
+    assert_eq!(back.num_rows(), expected.num_rows());
+    for (column, (read, written)) in back.columns().iter().zip(expected.columns()).enumerate() {
+        let read = cast(read, written.data_type()).unwrap();
+        assert_eq!(&read, written, "column {column}");
+    }
+}

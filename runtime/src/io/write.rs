@@ -9,7 +9,9 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::ipc::writer::{FileWriter, IpcWriteOptions};
 use arrow::ipc::CompressionType as IpcCompression;
-use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGroupWriterFactory};
+use parquet::arrow::arrow_writer::{
+    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory,
+};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
@@ -76,6 +78,13 @@ impl BatchEncoder {
     /// [`encode`](Self::encode) encodes them joined into one batch: a Parquet row group may
     /// take rows of several, so that rows short of a row group join the next without a copy.
     pub fn encode_all(&self, batches: &[RecordBatch]) -> Result<EncodedBatch> {
+        self.encode_all_on(batches, 1)
+    }
+
+    /// [`encode_all`](Self::encode_all), a Parquet row group's columns encoded on `threads`
+    /// threads: for rows that no other thread is encoding meanwhile, such as the workers'
+    /// last rows, which end a run.
+    pub fn encode_all_on(&self, batches: &[RecordBatch], threads: usize) -> Result<EncodedBatch> {
         if let Some(batch) = batches
             .iter()
             .find(|batch| batch.schema_ref().fields() != self.schema.fields())
@@ -90,7 +99,7 @@ impl BatchEncoder {
         let path = &self.path;
         let batch = match (&self.format, batches) {
             (Encoding::Parquet(factory), _) => {
-                return encode_row_groups(factory, batches)
+                return encode_row_groups(factory, batches, threads)
                     .map(|groups| EncodedBatch(Encoded::RowGroups(groups)))
                     .map_err(|error| parquet_write_error(path, error));
             }
@@ -146,58 +155,156 @@ pub fn compact_views(batch: &RecordBatch) -> RecordBatch {
     .expect("the same columns, compacted, fit the same schema")
 }
 
-/// One row group of `batch`: every column encoded and compressed by a column writer of
-/// `factory`.
 /// The rows of `batches`, in order, encoded as row groups of [`WRITE_ROW_GROUP_ROWS`] rows
-/// (the last may be shorter), a row group taking rows of as many batches as it needs.
+/// (the last may be shorter), a row group taking rows of as many batches as it needs; the
+/// columns of each row group are encoded on `threads` threads (see
+/// [`BatchEncoder::encode_all_on`]).
 fn encode_row_groups(
     factory: &ArrowRowGroupWriterFactory,
     batches: &[RecordBatch],
+    threads: usize,
 ) -> std::result::Result<Vec<Vec<ArrowColumnChunk>>, ParquetError> {
-    let mut groups = Vec::new();
-    let mut open = None;
-    let mut rows_in_open = 0;
-    for batch in batches {
+    // Each row group's pieces of the batches, as (batch, first row, rows).
+    let mut groups: Vec<Vec<(usize, usize, usize)>> = Vec::new();
+    let mut rows_in_open = WRITE_ROW_GROUP_ROWS;
+    for (index, batch) in batches.iter().enumerate() {
         let mut start = 0;
         while start < batch.num_rows() {
-            let rows = (WRITE_ROW_GROUP_ROWS - rows_in_open).min(batch.num_rows() - start);
-            // The row group's index only matters to encryption, which is not compiled in.
-            let writers = match &mut open {
-                Some(writers) => writers,
-                None => open.insert(factory.create_column_writers(0)?),
-            };
-            let part = batch.slice(start, rows);
-            let mut leaves = writers.iter_mut();
-            for (field, column) in part.schema_ref().fields().iter().zip(part.columns()) {
-                for leaf in compute_leaves(field, column)? {
-                    let writer = leaves.next().ok_or_else(|| {
-                        ParquetError::General("more leaf columns than column writers".into())
-                    })?;
-                    writer.write(&leaf)?;
-                }
-            }
-            start += rows;
-            rows_in_open += rows;
             if rows_in_open == WRITE_ROW_GROUP_ROWS {
-                let writers = open.take().into_iter().flatten();
-                groups.push(
-                    writers
-                        .map(|writer| writer.close())
-                        .collect::<std::result::Result<_, _>>()?,
-                );
+                groups.push(Vec::new());
                 rows_in_open = 0;
             }
+            let rows = (WRITE_ROW_GROUP_ROWS - rows_in_open).min(batch.num_rows() - start);
+            groups
+                .last_mut()
+                .expect("pushed above")
+                .push((index, start, rows));
+            start += rows;
+            rows_in_open += rows;
         }
     }
-    if let Some(writers) = open {
-        groups.push(
-            writers
-                .into_iter()
-                .map(|writer| writer.close())
-                .collect::<std::result::Result<_, _>>()?,
-        );
+    groups
+        .iter()
+        .map(|pieces| {
+            let parts: Vec<RecordBatch> = pieces
+                .iter()
+                .map(|&(index, start, rows)| batches[index].slice(start, rows))
+                .collect();
+            // The row group's index only matters to encryption, which is not compiled in.
+            encode_columns(factory.create_column_writers(0)?, &parts, threads)
+        })
+        .collect()
+}
+
+/// The column chunks of one row group of the rows of `parts`, written by `writers` (one per
+/// leaf column, in order): each field's leaves by one thread, the fields taken in turn, the
+/// largest first, by `threads` threads (only this one where `threads` is 1).
+fn encode_columns(
+    writers: Vec<ArrowColumnWriter>,
+    parts: &[RecordBatch],
+    threads: usize,
+) -> std::result::Result<Vec<ArrowColumnChunk>, ParquetError> {
+    let Some(first) = parts.first() else {
+        return writers.into_iter().map(ArrowColumnWriter::close).collect();
+    };
+    let fields = first.schema_ref().fields();
+    // Each field's leaf writers, in order.
+    let mut writers = writers.into_iter();
+    let mut by_field = Vec::with_capacity(fields.len());
+    for (field, column) in fields.iter().zip(first.columns()) {
+        let leaves = compute_leaves(field, column)?.len();
+        let own: Vec<ArrowColumnWriter> = writers.by_ref().take(leaves).collect();
+        if own.len() < leaves {
+            return Err(ParquetError::General(
+                "more leaf columns than column writers".into(),
+            ));
+        }
+        by_field.push(own);
     }
-    Ok(groups)
+    let encode_field = |field: usize, writers: Vec<ArrowColumnWriter>| {
+        let mut writers = writers;
+        for part in parts {
+            let leaves = compute_leaves(&fields[field], part.column(field))?;
+            for (writer, leaf) in writers.iter_mut().zip(&leaves) {
+                writer.write(leaf)?;
+            }
+        }
+        writers
+            .into_iter()
+            .map(ArrowColumnWriter::close)
+            .collect::<std::result::Result<Vec<_>, _>>()
+    };
+    let threads = threads.clamp(1, by_field.len().max(1));
+    let mut chunks: Vec<Vec<ArrowColumnChunk>> = if threads == 1 {
+        by_field
+            .into_iter()
+            .enumerate()
+            .map(|(field, writers)| encode_field(field, writers))
+            .collect::<std::result::Result<_, _>>()?
+    } else {
+        // Largest columns first, so that no thread starts a long one last.
+        let mut order: Vec<usize> = (0..by_field.len()).collect();
+        let bytes = |field: usize| -> usize {
+            parts
+                .iter()
+                .map(|part| part.column(field).get_array_memory_size())
+                .sum()
+        };
+        order.sort_by_key(|&field| std::cmp::Reverse(bytes(field)));
+        let work: Vec<std::sync::Mutex<Option<Vec<ArrowColumnWriter>>>> = by_field
+            .into_iter()
+            .map(|writers| std::sync::Mutex::new(Some(writers)))
+            .collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let done: Vec<std::sync::Mutex<Option<Vec<ArrowColumnChunk>>>> =
+            work.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        let failures = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| -> std::result::Result<(), ParquetError> {
+                        loop {
+                            let taken = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&field) = order.get(taken) else {
+                                return Ok(());
+                            };
+                            let writers = lock(&work[field])?.take().unwrap_or_default();
+                            let chunks = encode_field(field, writers)?;
+                            *lock(&done[field])? = Some(chunks);
+                        }
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| {
+                    handle.join().unwrap_or_else(|_| {
+                        Err(ParquetError::General("a column encoder panicked".into()))
+                    })
+                })
+                .collect::<Vec<_>>()
+        });
+        failures
+            .into_iter()
+            .collect::<std::result::Result<(), _>>()?;
+        done.into_iter()
+            .map(|chunks| {
+                chunks
+                    .into_inner()
+                    .ok()
+                    .flatten()
+                    .ok_or_else(|| ParquetError::General("a column was not encoded".into()))
+            })
+            .collect::<std::result::Result<_, _>>()?
+    };
+    Ok(chunks.drain(..).flatten().collect())
+}
+
+fn lock<T>(
+    mutex: &std::sync::Mutex<T>,
+) -> std::result::Result<std::sync::MutexGuard<'_, T>, ParquetError> {
+    mutex
+        .lock()
+        .map_err(|_| ParquetError::General("a column encoder panicked".into()))
 }
 
 /// Writes a table as Parquet, Arrow IPC file or CSV (with header) to an output path as
