@@ -62,7 +62,9 @@ pub struct BatchEncoder {
 }
 
 enum Encoding {
-    Parquet(ArrowRowGroupWriterFactory),
+    /// The factory of each row group's column writers, and how many leaf columns (and so
+    /// writers, in order) each field of the schema has.
+    Parquet(ArrowRowGroupWriterFactory, Vec<usize>),
     Csv,
     Ipc,
 }
@@ -98,8 +100,8 @@ impl BatchEncoder {
         }
         let path = &self.path;
         let batch = match (&self.format, batches) {
-            (Encoding::Parquet(factory), _) => {
-                return encode_row_groups(factory, batches, threads)
+            (Encoding::Parquet(factory, leaves), _) => {
+                return encode_row_groups(factory, leaves, batches, threads)
                     .map(|groups| EncodedBatch(Encoded::RowGroups(groups)))
                     .map_err(|error| parquet_write_error(path, error));
             }
@@ -108,7 +110,7 @@ impl BatchEncoder {
                 .map_err(|error| Error::Internal(format!("joining output batches: {error}")))?,
         };
         match &self.format {
-            Encoding::Parquet(_) => unreachable!("encoded above"),
+            Encoding::Parquet(..) => unreachable!("encoded above"),
             Encoding::Csv => {
                 let mut writer = arrow::csv::WriterBuilder::new()
                     .with_header(false)
@@ -161,6 +163,7 @@ pub fn compact_views(batch: &RecordBatch) -> RecordBatch {
 /// [`BatchEncoder::encode_all_on`]).
 fn encode_row_groups(
     factory: &ArrowRowGroupWriterFactory,
+    leaves: &[usize],
     batches: &[RecordBatch],
     threads: usize,
 ) -> std::result::Result<Vec<Vec<ArrowColumnChunk>>, ParquetError> {
@@ -191,16 +194,18 @@ fn encode_row_groups(
                 .map(|&(index, start, rows)| batches[index].slice(start, rows))
                 .collect();
             // The row group's index only matters to encryption, which is not compiled in.
-            encode_columns(factory.create_column_writers(0)?, &parts, threads)
+            encode_columns(factory.create_column_writers(0)?, leaves, &parts, threads)
         })
         .collect()
 }
 
 /// The column chunks of one row group of the rows of `parts`, written by `writers` (one per
-/// leaf column, in order): each field's leaves by one thread, the fields taken in turn, the
-/// largest first, by `threads` threads (only this one where `threads` is 1).
+/// leaf column, in order; `leaves[f]` of them for field `f`): each field's leaves by one
+/// thread, the fields taken in turn, the largest first, by `threads` threads (only this one
+/// where `threads` is 1).
 fn encode_columns(
     writers: Vec<ArrowColumnWriter>,
+    leaves: &[usize],
     parts: &[RecordBatch],
     threads: usize,
 ) -> std::result::Result<Vec<ArrowColumnChunk>, ParquetError> {
@@ -208,21 +213,18 @@ fn encode_columns(
         return writers.into_iter().map(ArrowColumnWriter::close).collect();
     };
     let fields = first.schema_ref().fields();
+    if leaves.len() != fields.len() || leaves.iter().sum::<usize>() != writers.len() {
+        return Err(ParquetError::General(
+            "the column writers do not match the schema's leaf columns".into(),
+        ));
+    }
     // Each field's leaf writers, in order.
     let mut writers = writers.into_iter();
-    let mut by_field = Vec::with_capacity(fields.len());
-    for (field, column) in fields.iter().zip(first.columns()) {
-        let leaves = compute_leaves(field, column)?.len();
-        let own: Vec<ArrowColumnWriter> = writers.by_ref().take(leaves).collect();
-        if own.len() < leaves {
-            return Err(ParquetError::General(
-                "more leaf columns than column writers".into(),
-            ));
-        }
-        by_field.push(own);
-    }
-    let encode_field = |field: usize, writers: Vec<ArrowColumnWriter>| {
-        let mut writers = writers;
+    let by_field: Vec<Vec<ArrowColumnWriter>> = leaves
+        .iter()
+        .map(|&count| writers.by_ref().take(count).collect())
+        .collect();
+    let encode_field = |field: usize, mut writers: Vec<ArrowColumnWriter>| {
         for part in parts {
             let leaves = compute_leaves(&fields[field], part.column(field))?;
             for (writer, leaf) in writers.iter_mut().zip(&leaves) {
@@ -235,7 +237,7 @@ fn encode_columns(
             .collect::<std::result::Result<Vec<_>, _>>()
     };
     let threads = threads.clamp(1, by_field.len().max(1));
-    let mut chunks: Vec<Vec<ArrowColumnChunk>> = if threads == 1 {
+    let chunks: Vec<Vec<ArrowColumnChunk>> = if threads == 1 {
         by_field
             .into_iter()
             .enumerate()
@@ -250,7 +252,7 @@ fn encode_columns(
                 .map(|part| part.column(field).get_array_memory_size())
                 .sum()
         };
-        order.sort_by_key(|&field| std::cmp::Reverse(bytes(field)));
+        order.sort_by_cached_key(|&field| std::cmp::Reverse(bytes(field)));
         let work: Vec<std::sync::Mutex<Option<Vec<ArrowColumnWriter>>>> = by_field
             .into_iter()
             .map(|writers| std::sync::Mutex::new(Some(writers)))
@@ -267,7 +269,9 @@ fn encode_columns(
                             let Some(&field) = order.get(taken) else {
                                 return Ok(());
                             };
-                            let writers = lock(&work[field])?.take().unwrap_or_default();
+                            let writers = lock(&work[field])?.take().ok_or_else(|| {
+                                ParquetError::General("a field's writers were taken twice".into())
+                            })?;
                             let chunks = encode_field(field, writers)?;
                             *lock(&done[field])? = Some(chunks);
                         }
@@ -296,7 +300,7 @@ fn encode_columns(
             })
             .collect::<std::result::Result<_, _>>()?
     };
-    Ok(chunks.drain(..).flatten().collect())
+    Ok(chunks.into_iter().flatten().collect())
 }
 
 fn lock<T>(
@@ -379,7 +383,12 @@ impl OutputWriter {
                     ArrowWriter::try_new(file, schema.clone(), Some(properties))
                         .and_then(ArrowWriter::into_serialized_writer)
                         .map_err(|error| parquet_write_error(path, error))?;
-                (Sink::Parquet(writer), Encoding::Parquet(factory))
+                let schema_leaves = writer.schema_descr();
+                let mut leaves = vec![0; schema.fields().len()];
+                for leaf in 0..schema_leaves.num_columns() {
+                    leaves[schema_leaves.get_column_root_idx(leaf)] += 1;
+                }
+                (Sink::Parquet(writer), Encoding::Parquet(factory, leaves))
             }
             FileFormat::ArrowIpc => {
                 let codec = match compression {
