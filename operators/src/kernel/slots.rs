@@ -10,7 +10,8 @@ pub(super) const NO_GROUP: u32 = u32::MAX;
 /// Rows looked up together, before any of them inserts or emits.
 pub(super) const LOOKUP_BATCH: usize = 32;
 
-/// One key's rows in a [`BuildTable`](crate::kernel::BuildTable): a run of its rows.
+/// One key's rows in a [`BuildTable`](crate::kernel::BuildTable) or over the rows of a
+/// [`GroupedKeys`](crate::kernel::GroupedKeys): a run of its rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Group {
     pub(super) start: u32,
