@@ -110,7 +110,7 @@ impl WatchedFile {
         (watched, failure)
     }
 
-    /// Starts the writeback of every [`WRITEBACK_BYTES`] written, for a file that is synced
+    /// Starts the writeback of every 8 MiB written, for a file that is synced
     /// when complete; a stream (a pipe, `/dev/null`) has nothing to sync.
     pub fn with_writeback(mut self, writeback: bool) -> WatchedFile {
         self.writeback = writeback;
