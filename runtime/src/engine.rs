@@ -406,10 +406,10 @@ impl RuntimeSink {
         };
         let grouped = [late.side.group(&late.pairs)];
         late.pairs.clear();
-        let next = std::sync::atomic::AtomicUsize::new(0);
+        let units = late.side.units_in_turn();
         match late
             .side
-            .write(&grouped, &next, &self.shared, &mut late.pending)
+            .write(&grouped, &units, &self.shared, &mut late.pending)
         {
             Ok(checksum) => late.checksum = late.checksum.wrapping_add(checksum),
             Err(_) if self.shared.stopped() => {

@@ -18,3 +18,4 @@ pub mod output_rows;
 pub mod plan;
 pub mod progress;
 pub mod tables;
+mod threads;

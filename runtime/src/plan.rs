@@ -1,7 +1,6 @@
 //! Choosing a join's strategy (one rule for files and tables) and describing its plan.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use skewjoin_operators::load::imbalance;
 use skewjoin_operators::{JoinType, Key, Partitioning, Side};
@@ -19,6 +18,7 @@ use crate::explain::{HotKey, Plan, SideSummary};
 use crate::io::{extract_keys, tally_keys};
 use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::metrics::Metrics;
+use crate::threads::{on_threads, InTurn};
 
 use crate::cli::checks::{check_vprp_flags, with_vprp_flags};
 
@@ -53,35 +53,25 @@ fn tally_rows(
 }
 
 /// Gives every part of `parts` to `count` on `threads` threads, each taking the largest part
-/// left and counting it in a sink of its own (`new_sink`): the sinks, the calling thread's
-/// first, or the first error.
+/// left and counting it in a sink of its own (`new_sink`): the sinks, or the first error.
 fn on_parts<S: Send>(
     parts: &[(&StreamSide, Side, Range<u64>)],
     threads: usize,
     new_sink: impl Fn() -> S + Sync,
     count: impl Fn(&mut S, &StreamSide, Side, Range<u64>) -> Result<()> + Sync,
 ) -> Result<Vec<S>> {
-    let next = AtomicUsize::new(0);
-    let count_parts = || -> Result<S> {
+    let threads = threads.min(parts.len());
+    let parts = InTurn::new(parts);
+    on_threads(threads, || -> Result<S> {
         let mut sink = new_sink();
-        while let Some((input, side, rows)) = parts.get(next.fetch_add(1, Ordering::Relaxed)) {
+        while let Some((input, side, rows)) = parts.take() {
             count(&mut sink, input, *side, rows.clone())?;
         }
         Ok(sink)
-    };
-    let sinks: Vec<Result<S>> = std::thread::scope(|scope| {
-        let others: Vec<_> = (1..threads.min(parts.len()))
-            .map(|_| scope.spawn(count_parts))
-            .collect();
-        let mut sinks = vec![count_parts()];
-        sinks.extend(others.into_iter().map(|other| {
-            other
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        }));
-        sinks
-    });
-    sinks.into_iter().collect()
+    })
+    .into_iter()
+    .map(|sink| sink.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    .collect()
 }
 
 /// `auto`'s skew check over streamed inputs: a pass over the keys of each side; another where
@@ -125,7 +115,7 @@ pub(crate) fn streamed_skew(
         },
     )?;
     let mut tallies = tallies.into_iter();
-    let mut tally = tallies.next().expect("the calling thread's tally");
+    let mut tally = tallies.next().expect("at least one thread counts");
     for other in tallies {
         tally.merge(other);
     }

@@ -21,8 +21,8 @@
 //! are hashed when their unit is decoded, and the smaller side's hashes are kept by row as it
 //! is read ([`LateSide::keep_hashes`]). Where the checksum is not asked for, neither is.
 
-use std::ops::Range;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::ops::{Range, RangeInclusive};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
@@ -35,6 +35,7 @@ use crate::error::{Error, Result};
 use crate::io::batches::{estimated_row_bytes, InputFile};
 use crate::io::{row_hashes, take_output, RowStore};
 use crate::output_rows::PAD;
+use crate::threads::{on_threads, InTurn};
 
 /// When a side is read twice, and how many pairs the workers hold.
 #[derive(Clone, Copy, Debug)]
@@ -235,51 +236,45 @@ impl LateSide {
                 .lock()
                 .map_err(|_| Error::Internal("a worker panicked while finishing".into()))?,
         );
-        let next = AtomicUsize::new(0);
-        let results: Vec<Result<u64>> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads.max(1))
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut pending = Pending::default();
-                        let written = self.write(&finished, &next, shared, &mut pending).and_then(
-                            |checksum| {
-                                self.write_rest(shared, &mut pending)?;
-                                Ok(checksum)
-                            },
-                        );
-                        // The other threads stop at the first error, not after every unit.
-                        if let Err(error) = &written {
-                            if !matches!(error, Error::Interrupted) {
-                                shared.failure.record(error.clone());
-                            }
-                        }
-                        written
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|worker| {
-                    worker.join().unwrap_or_else(|_| {
-                        Err(Error::Internal("an output writer panicked".into()))
-                    })
-                })
-                .collect()
+        let units = self.units_in_turn();
+        let results = on_threads(threads, || {
+            let mut pending = Pending::default();
+            let written = self
+                .write(&finished, &units, shared, &mut pending)
+                .and_then(|checksum| {
+                    self.write_rest(shared, &mut pending)?;
+                    Ok(checksum)
+                });
+            // The other threads stop at the first error, not after every unit.
+            if let Err(error) = &written {
+                if !matches!(error, Error::Interrupted) {
+                    shared.failure.record(error.clone());
+                }
+            }
+            written
         });
         let mut checksum = 0u64;
         for result in results {
-            checksum = checksum.wrapping_add(result?);
+            let written =
+                result.unwrap_or_else(|_| Err(Error::Internal("an output writer panicked".into())));
+            checksum = checksum.wrapping_add(written?);
         }
         Ok(checksum)
     }
 
+    /// The units of this side and, after them, the rows padded on it (`units.len()`), for
+    /// threads to [`write`](Self::write) in turn.
+    pub(crate) fn units_in_turn(&self) -> InTurn<RangeInclusive<usize>> {
+        InTurn::new(0..=self.units.len())
+    }
+
     /// Writes the output rows of `pairs`, taking units (and last the rows padded on this side)
-    /// from `next` until none is left; rows short of a batch are left in `pending`. Returns
+    /// from `units` until none is left; rows short of a batch are left in `pending`. Returns
     /// their checksum.
     pub(crate) fn write(
         &self,
         pairs: &[UnitPairs],
-        next: &AtomicUsize,
+        units: &InTurn<RangeInclusive<usize>>,
         shared: &Shared,
         pending: &mut Pending,
     ) -> Result<u64> {
@@ -288,11 +283,7 @@ impl LateSide {
         };
         let mut checksum = 0u64;
         let mut local = Vec::new();
-        loop {
-            let unit = next.fetch_add(1, Ordering::Relaxed);
-            if unit > self.units.len() {
-                return Ok(checksum);
-            }
+        while let Some(unit) = units.take() {
             if shared.stopped() {
                 return Err(Error::Interrupted);
             }
@@ -372,6 +363,7 @@ impl LateSide {
                 }
             }
         }
+        Ok(checksum)
     }
 
     /// Adds `batch` (shorter than a batch) to the rows carried in `pending`, writing them as

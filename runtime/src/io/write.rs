@@ -20,6 +20,7 @@ use parquet::file::writer::SerializedFileWriter;
 
 use crate::error::{Error, Result};
 use crate::output_file::{write_error, FileFailure, PendingOutput, WatchedFile};
+use crate::threads::{on_threads, InTurn};
 
 use super::format::{FileFormat, OutputCompression};
 
@@ -237,78 +238,42 @@ fn encode_columns(
             .collect::<std::result::Result<Vec<_>, _>>()
     };
     let threads = threads.clamp(1, by_field.len().max(1));
-    let chunks: Vec<Vec<ArrowColumnChunk>> = if threads == 1 {
-        by_field
-            .into_iter()
-            .enumerate()
-            .map(|(field, writers)| encode_field(field, writers))
-            .collect::<std::result::Result<_, _>>()?
-    } else {
+    let mut fields_in_order: Vec<(usize, Vec<ArrowColumnWriter>)> =
+        by_field.into_iter().enumerate().collect();
+    if threads > 1 {
         // Largest columns first, so that no thread starts a long one last.
-        let mut order: Vec<usize> = (0..by_field.len()).collect();
-        let bytes = |field: usize| -> usize {
-            parts
+        fields_in_order.sort_by_cached_key(|&(field, _)| {
+            let bytes: usize = parts
                 .iter()
                 .map(|part| part.column(field).get_array_memory_size())
-                .sum()
-        };
-        order.sort_by_cached_key(|&field| std::cmp::Reverse(bytes(field)));
-        let work: Vec<std::sync::Mutex<Option<Vec<ArrowColumnWriter>>>> = by_field
-            .into_iter()
-            .map(|writers| std::sync::Mutex::new(Some(writers)))
-            .collect();
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let done: Vec<std::sync::Mutex<Option<Vec<ArrowColumnChunk>>>> =
-            work.iter().map(|_| std::sync::Mutex::new(None)).collect();
-        let failures = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| -> std::result::Result<(), ParquetError> {
-                        loop {
-                            let taken = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(&field) = order.get(taken) else {
-                                return Ok(());
-                            };
-                            let writers = lock(&work[field])?.take().ok_or_else(|| {
-                                ParquetError::General("a field's writers were taken twice".into())
-                            })?;
-                            let chunks = encode_field(field, writers)?;
-                            *lock(&done[field])? = Some(chunks);
-                        }
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| {
-                    handle.join().unwrap_or_else(|_| {
-                        Err(ParquetError::General("a column encoder panicked".into()))
-                    })
-                })
-                .collect::<Vec<_>>()
+                .sum();
+            std::cmp::Reverse(bytes)
         });
-        failures
-            .into_iter()
-            .collect::<std::result::Result<(), _>>()?;
-        done.into_iter()
-            .map(|chunks| {
-                chunks
-                    .into_inner()
-                    .ok()
-                    .flatten()
-                    .ok_or_else(|| ParquetError::General("a column was not encoded".into()))
-            })
-            .collect::<std::result::Result<_, _>>()?
+    }
+    let fields_in_turn = InTurn::new(fields_in_order);
+    let encode_in_turn = || {
+        let mut encoded = Vec::new();
+        while let Some((field, writers)) = fields_in_turn.take() {
+            encoded.push((field, encode_field(field, writers)?));
+        }
+        Ok::<_, ParquetError>(encoded)
     };
-    Ok(chunks.into_iter().flatten().collect())
-}
-
-fn lock<T>(
-    mutex: &std::sync::Mutex<T>,
-) -> std::result::Result<std::sync::MutexGuard<'_, T>, ParquetError> {
-    mutex
-        .lock()
-        .map_err(|_| ParquetError::General("a column encoder panicked".into()))
+    // A worker encodes its own row groups on its own thread, with no thread started for each.
+    let encoded = if threads == 1 {
+        vec![Ok(encode_in_turn())]
+    } else {
+        on_threads(threads, encode_in_turn)
+    };
+    let mut chunks = Vec::with_capacity(fields.len());
+    for thread in encoded {
+        chunks.extend(
+            thread.unwrap_or_else(|_| {
+                Err(ParquetError::General("a column encoder panicked".into()))
+            })?,
+        );
+    }
+    chunks.sort_unstable_by_key(|&(field, _)| field);
+    Ok(chunks.into_iter().flat_map(|(_, chunks)| chunks).collect())
 }
 
 /// Writes a table as Parquet, Arrow IPC file or CSV (with header) to an output path as
