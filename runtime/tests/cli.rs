@@ -9,8 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int32Array, Int64Array, RecordBatch, StringArray};
-use arrow::compute::cast;
+use arrow::array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::DataType;
 use arrow::ipc::reader::FileReader;
 use arrow::ipc::writer::FileWriter;
@@ -19,6 +18,9 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use serde_json::Value;
 use tempfile::TempDir;
+
+mod common;
+use common::text_rows;
 
 // ---------------------------------------------------------------------------------------------
 // Running the binary
@@ -137,7 +139,7 @@ fn write(dir: &Path, name: &str, text: &str) {
 // ---------------------------------------------------------------------------------------------
 
 /// A row with every value as text; `None` is NULL.
-type Row = Vec<Option<String>>;
+type Row = common::TextRow;
 
 /// Column names and rows.
 #[derive(Clone, Debug)]
@@ -180,30 +182,6 @@ fn parse_csv(text: &str) -> Table {
     Table { columns, rows }
 }
 
-/// Rows of Arrow batches, each value cast to text.
-fn batches_to_rows(batches: &[RecordBatch]) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for batch in batches {
-        let texts: Vec<ArrayRef> = batch
-            .columns()
-            .iter()
-            .map(|column| cast(column, &DataType::Utf8).unwrap())
-            .collect();
-        for row in 0..batch.num_rows() {
-            rows.push(
-                texts
-                    .iter()
-                    .map(|column| {
-                        let column = column.as_string::<i32>();
-                        column.is_valid(row).then(|| column.value(row).to_string())
-                    })
-                    .collect(),
-            );
-        }
-    }
-    rows
-}
-
 /// Reads an output file back by its extension, with the data type of each column (`None` for
 /// CSV, which has no types).
 fn read_output(path: &Path) -> (Table, Option<Vec<DataType>>) {
@@ -235,7 +213,7 @@ fn read_output(path: &Path) -> (Table, Option<Vec<DataType>>) {
     (
         Table {
             columns,
-            rows: batches_to_rows(&batches),
+            rows: text_rows(&batches),
         },
         Some(types),
     )
@@ -1099,7 +1077,7 @@ fn an_int32_key_joins_an_int64_key() {
         assert_eq!(types.unwrap()[0], DataType::Int32, "the key keeps its type");
         let left = Table {
             columns: vec!["id".into(), "lv".into()],
-            rows: batches_to_rows(std::slice::from_ref(&batch)),
+            rows: text_rows(std::slice::from_ref(&batch)),
         };
         let right = parse_csv(&std::fs::read_to_string(dir.path().join("right.csv")).unwrap());
         let expected = reference_join(how, &left, "id", &right, "uid");
@@ -1369,7 +1347,7 @@ fn helpers_read_null_alike() {
     )])
     .unwrap();
     assert_eq!(
-        batches_to_rows(&[batch]),
+        text_rows(&[batch]),
         parse_csv("s\na\n\n").rows,
         "NULL reads back as None from both"
     );

@@ -4,18 +4,16 @@
 //! started with different arguments refuse to run; bad cluster arguments are usage errors.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::compute::cast;
-use arrow::datatypes::DataType;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 use tempfile::TempDir;
+
+mod common;
+use common::sorted_parquet_rows;
 
 /// The cluster secret of processes these tests start by hand (`skewjoin cluster` makes its own).
 const SECRET: &str = "the secret of the cluster tests";
@@ -98,38 +96,6 @@ fn gen(dir: &Path, out: &str, args: &[&str]) {
     all.extend_from_slice(args);
     let output = skewjoin(dir, &all);
     assert!(output.status.success(), "{}", text(&output.stderr));
-}
-
-/// Every row of a set of Parquet files as text, sorted: equal exactly when the multisets are.
-fn sorted_rows(paths: &[std::path::PathBuf]) -> Vec<Vec<Option<String>>> {
-    let mut rows = Vec::new();
-    for path in paths {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
-        for batch in reader {
-            let batch: RecordBatch = batch.unwrap();
-            let columns: Vec<ArrayRef> = batch
-                .columns()
-                .iter()
-                .map(|column| cast(column, &DataType::Utf8).unwrap())
-                .collect();
-            for row in 0..batch.num_rows() {
-                rows.push(
-                    columns
-                        .iter()
-                        .map(|column| {
-                            let column = column.as_string::<i32>();
-                            column.is_valid(row).then(|| column.value(row).to_string())
-                        })
-                        .collect(),
-                );
-            }
-        }
-    }
-    rows.sort();
-    rows
 }
 
 /// Two processes of one worker give the rows and checksum of one process of two workers, for a
@@ -403,8 +369,8 @@ fn a_cluster_output_is_the_rows_of_a_one_process_output() {
             .iter()
             .map(|p| path.join("out.parquet").join(p["file"].as_str().unwrap()))
             .collect();
-        let got = sorted_rows(&files);
-        let expected = sorted_rows(&[path.join("one.parquet")]);
+        let got = sorted_parquet_rows(&files);
+        let expected = sorted_parquet_rows(&[path.join("one.parquet")]);
         assert_eq!(got.len() as u64, part_rows, "{what}");
         assert!(expected.len() > 50_000, "{what}: {}", expected.len());
         let width = if columns.is_empty() {

@@ -11,12 +11,14 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{Array, ArrayRef, AsArray, DictionaryArray, Int64Array, RecordBatch};
-use arrow::compute::cast;
+use arrow::array::{DictionaryArray, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int32Type, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use tempfile::TempDir;
+
+mod common;
+use common::sorted_parquet_rows;
 
 const SECRET: &str = "a secret of the security tests";
 
@@ -816,38 +818,6 @@ fn a_closed_stdout_ends_the_launcher_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-/// Every row of a set of Parquet files as text, sorted.
-fn sorted_rows(paths: &[PathBuf]) -> Vec<Vec<Option<String>>> {
-    let mut rows = Vec::new();
-    for path in paths {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
-        for batch in reader {
-            let batch = batch.unwrap();
-            let columns: Vec<ArrayRef> = batch
-                .columns()
-                .iter()
-                .map(|column| cast(column, &DataType::Utf8).unwrap())
-                .collect();
-            for row in 0..batch.num_rows() {
-                rows.push(
-                    columns
-                        .iter()
-                        .map(|column| {
-                            let column = column.as_string::<i32>();
-                            column.is_valid(row).then(|| column.value(row).to_string())
-                        })
-                        .collect(),
-                );
-            }
-        }
-    }
-    rows.sort();
-    rows
-}
-
 /// A Parquet file of `rows` rows: an integer key and a dictionary-encoded string column.
 fn write_dictionary_file(path: &Path, rows: i64, seed: i64) {
     let keys: Int64Array = (0..rows).map(|row| (row * seed) % 97).collect();
@@ -893,9 +863,9 @@ fn dictionary_columns_are_written_by_a_cluster() {
         .map(|name| path.join("out.parquet").join(name))
         .collect();
     assert_eq!(parts.len(), 2);
-    let expected = sorted_rows(&[path.join("one.parquet")]);
+    let expected = sorted_parquet_rows(&[path.join("one.parquet")]);
     assert!(expected.len() > 1000, "{}", expected.len());
-    assert!(sorted_rows(&parts) == expected, "the parts differ");
+    assert!(sorted_parquet_rows(&parts) == expected, "the parts differ");
     let schema = ParquetRecordBatchReaderBuilder::try_new(File::open(&parts[0]).unwrap())
         .unwrap()
         .schema()
