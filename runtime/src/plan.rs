@@ -53,7 +53,8 @@ fn tally_rows(
 }
 
 /// Gives every part of `parts` to `count` on `threads` threads, each taking the largest part
-/// left and counting it in a sink of its own (`new_sink`): the sinks, or the first error.
+/// left and counting it in a sink of its own (`new_sink`): the sinks, or the first error (after
+/// which no thread takes another part).
 fn on_parts<S: Send>(
     parts: &[(&StreamSide, Side, Range<u64>)],
     threads: usize,
@@ -64,9 +65,7 @@ fn on_parts<S: Send>(
     let parts = InTurn::new(parts);
     on_threads(threads, || -> Result<S> {
         let mut sink = new_sink();
-        while let Some((input, side, rows)) = parts.take() {
-            count(&mut sink, input, *side, rows.clone())?;
-        }
+        parts.try_each(|(input, side, rows)| count(&mut sink, input, *side, rows.clone()))?;
         Ok(sink)
     })
     .into_iter()

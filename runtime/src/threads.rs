@@ -8,19 +8,44 @@
 use std::sync::{Mutex, PoisonError};
 
 /// Items handed out one at a time, in order, to whichever thread asks next: each to exactly
-/// one thread.
-pub(crate) struct InTurn<I>(Mutex<I>);
+/// one thread, until every item has been taken or a thread [stops](InTurn::stop) them.
+pub(crate) struct InTurn<I>(Mutex<Option<I>>);
 
 impl<I: Iterator> InTurn<I> {
     pub(crate) fn new(items: impl IntoIterator<IntoIter = I>) -> Self {
-        InTurn(Mutex::new(items.into_iter()))
+        InTurn(Mutex::new(Some(items.into_iter())))
     }
 
-    /// The next item, or `None` once every item has been taken.
+    /// The next item, or `None` once every item has been taken or they were stopped.
     pub(crate) fn take(&self) -> Option<I::Item> {
+        self.items().as_mut()?.next()
+    }
+
+    /// Hands out no more items: each other thread stops after the item it holds.
+    pub(crate) fn stop(&self) {
+        *self.items() = None;
+    }
+
+    /// Calls `work` on the items this thread takes until none is left, or until `work` fails:
+    /// then no thread takes another (an error ends the job; the items left would be work
+    /// thrown away), and the error is returned.
+    pub(crate) fn try_each<E>(
+        &self,
+        mut work: impl FnMut(I::Item) -> Result<(), E>,
+    ) -> Result<(), E> {
+        while let Some(item) = self.take() {
+            if let Err(error) = work(item) {
+                self.stop();
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    fn items(&self) -> std::sync::MutexGuard<'_, Option<I>> {
         // Nothing panics while the lock is held (an iterator's `next`), and a poisoned lock
         // would still hold a valid iterator.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).next()
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -62,6 +87,35 @@ mod tests {
             // Each thread takes its items in order.
             all.sort_unstable();
             assert_eq!(all, (0..1000).collect::<Vec<_>>(), "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn after_a_failure_no_thread_takes_another_item() {
+        // One thread: the items before the failing one are done, and none after it.
+        let items = InTurn::new(0..1000u32);
+        let mut done = Vec::new();
+        let failed = items.try_each(|item| {
+            if item == 10 {
+                return Err(item);
+            }
+            done.push(item);
+            Ok(())
+        });
+        assert_eq!(failed, Err(10));
+        assert_eq!(done, (0..10).collect::<Vec<_>>());
+        assert_eq!(items.take(), None);
+        // Several: one thread reports the failure, the others end without error, and the items
+        // are stopped for every thread.
+        for threads in [2, 3, 8] {
+            let items = InTurn::new(0..100_000u32);
+            let results = on_threads(threads, || {
+                items.try_each(|item| if item == 10 { Err(item) } else { Ok(()) })
+            });
+            let results: Vec<Result<(), u32>> = results.into_iter().map(Result::unwrap).collect();
+            assert_eq!(results.iter().filter(|result| result.is_err()).count(), 1);
+            assert!(results.contains(&Err(10)), "{threads} threads");
+            assert_eq!(items.take(), None, "{threads} threads");
         }
     }
 

@@ -253,10 +253,11 @@ fn encode_columns(
     let fields_in_turn = InTurn::new(fields_in_order);
     let encode_in_turn = || {
         let mut encoded = Vec::new();
-        while let Some((field, writers)) = fields_in_turn.take() {
+        fields_in_turn.try_each(|(field, writers)| {
             encoded.push((field, encode_field(field, writers)?));
-        }
-        Ok::<_, ParquetError>(encoded)
+            Ok::<_, ParquetError>(())
+        })?;
+        Ok(encoded)
     };
     // A worker encodes its own row groups on its own thread, with no thread started for each.
     let encoded = if threads == 1 {
