@@ -63,14 +63,16 @@ fn on_parts<S: Send>(
 ) -> Result<Vec<S>> {
     let threads = threads.min(parts.len());
     let parts = InTurn::new(parts);
-    on_threads(threads, || -> Result<S> {
+    let sinks: Vec<Result<S>> = on_threads(threads, || -> Result<S> {
         let mut sink = new_sink();
         parts.try_each(|(input, side, rows)| count(&mut sink, input, *side, rows.clone()))?;
         Ok(sink)
     })
     .into_iter()
     .map(|sink| sink.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-    .collect()
+    .collect();
+    // Every thread's panic is resumed above, before any thread's error is returned.
+    sinks.into_iter().collect()
 }
 
 /// `auto`'s skew check over streamed inputs: a pass over the keys of each side; another where

@@ -43,8 +43,9 @@ impl<I: Iterator> InTurn<I> {
     }
 
     fn items(&self) -> std::sync::MutexGuard<'_, Option<I>> {
-        // Nothing panics while the lock is held (an iterator's `next`), and a poisoned lock
-        // would still hold a valid iterator.
+        // Nothing panics while the lock is held (an iterator's `next`, or dropping the items
+        // left when they are stopped: `take` waits for that drop), and a poisoned lock would
+        // still hold a valid iterator.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -70,6 +71,7 @@ pub(crate) fn on_threads<R: Send>(
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Barrier;
 
     #[test]
     fn every_item_goes_to_exactly_one_thread() {
@@ -83,8 +85,13 @@ mod tests {
                 taken
             });
             assert_eq!(results.len(), threads);
-            let mut all: Vec<u32> = results.into_iter().flat_map(Result::unwrap).collect();
+            let taken: Vec<Vec<u32>> = results.into_iter().map(Result::unwrap).collect();
             // Each thread takes its items in order.
+            assert!(
+                taken.iter().all(|taken| taken.is_sorted()),
+                "{threads} threads"
+            );
+            let mut all: Vec<u32> = taken.into_iter().flatten().collect();
             all.sort_unstable();
             assert_eq!(all, (0..1000).collect::<Vec<_>>(), "{threads} threads");
         }
@@ -105,16 +112,35 @@ mod tests {
         assert_eq!(failed, Err(10));
         assert_eq!(done, (0..10).collect::<Vec<_>>());
         assert_eq!(items.take(), None);
-        // Several: one thread reports the failure, the others end without error, and the items
-        // are stopped for every thread.
+        // Several: each thread holds one of the first items (the first barrier) when the one
+        // holding item 0 fails; the others wait (the second barrier) until it has stopped the
+        // items, so no item past the first ones is ever taken, whatever the threads' timing.
         for threads in [2, 3, 8] {
             let items = InTurn::new(0..100_000u32);
+            let (held, stopped) = (Barrier::new(threads), Barrier::new(threads));
+            let later = AtomicUsize::new(0);
             let results = on_threads(threads, || {
-                items.try_each(|item| if item == 10 { Err(item) } else { Ok(()) })
+                let result = items.try_each(|item| {
+                    if item as usize >= threads {
+                        later.fetch_add(1, Ordering::SeqCst);
+                        return Ok(());
+                    }
+                    held.wait();
+                    if item == 0 {
+                        return Err(item);
+                    }
+                    stopped.wait();
+                    Ok(())
+                });
+                if result.is_err() {
+                    stopped.wait();
+                }
+                result
             });
             let results: Vec<Result<(), u32>> = results.into_iter().map(Result::unwrap).collect();
             assert_eq!(results.iter().filter(|result| result.is_err()).count(), 1);
-            assert!(results.contains(&Err(10)), "{threads} threads");
+            assert!(results.contains(&Err(0)), "{threads} threads");
+            assert_eq!(later.load(Ordering::SeqCst), 0, "{threads} threads");
             assert_eq!(items.take(), None, "{threads} threads");
         }
     }
