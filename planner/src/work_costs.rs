@@ -11,10 +11,12 @@
 //! use skewjoin_planner::work_costs::WorkCosts;
 //!
 //! // On a cluster a shuffled record costs more (it crosses a socket), so a counted output pair
-//! // is a smaller part of one, and copying a small side pays sooner.
+//! // is a smaller part of one.
 //! assert!(WorkCosts::CLUSTER.pair_1024ths < WorkCosts::THREADS.pair_1024ths);
-//! assert!(WorkCosts::CLUSTER.copying_pays(100_000, 1_000_000, 2));
-//! assert!(!WorkCosts::THREADS.copying_pays(100_000, 1_000_000, 2));
+//! // On two threads, copying a tenth-size side to each pays where the output is counted, not
+//! // where it is written: IB-Join's output is not grouped by key, and encodes slower.
+//! assert!(WorkCosts::of_run(1, false).copying_pays(100_000, 1_000_000, 2));
+//! assert!(!WorkCosts::of_run(1, true).copying_pays(100_000, 1_000_000, 2));
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -81,16 +83,29 @@ impl WorkCosts {
     /// 154 to 184 ns of CPU; a counted pair 1/256 of one (same-rank Zipf 1.2, 150,000 rows a
     /// side, 1.1 x 10^9 pairs balanced by AM-Join in 0.37 s); AM-Join's key count 0.75 of a
     /// fair share (0.45 s more than Shuffle-Join's 0.62 s on a uniform 4M x 4M pair); a copied
-    /// record 2.78 and a large-side record probed in place 0.58 (IB-Join, which probes the large
-    /// side as it is read, on 350,000 x 5M and 100,000 x 5M: 0.37 and 0.25 s, Shuffle-Join 0.41
-    /// and 0.37 s). Moving a record between threads is cheap, so copying a small side pays only
-    /// where the large one is 11 times larger at W = 2 and 24 times at W = 4.
+    /// record 1.72 and a large-side record probed in place 0.65: IB-Join's time over
+    /// Shuffle-Join's was 0.69 to 0.73 on 100,000 x 5M and 1.52 to 1.65 on 2.5M x 5M, and they
+    /// crossed between 6:1 and 10:1 (BENCHMARKS.md, "How `auto` weighs work"). Moving a record
+    /// between threads is cheap, so copying a small side pays only where the large one is 7
+    /// times larger at W = 2 and 17 times at W = 4.
     pub const THREADS: WorkCosts = WorkCosts {
         pair_1024ths: 4,
         key_count_per_mille: 750,
+        copy_per_mille: 1720,
+        in_place_per_mille: 650,
+        crossing_per_mille: 0,
+    };
+    /// Threads of one process, output written: as [`THREADS`](Self::THREADS), but a copy
+    /// pays later, from 11:1 at W = 2. IB-Join's output comes in the large side's order, where
+    /// a Shuffle-Join's comes grouped by key, each small row's columns repeated in a run that
+    /// Parquet's dictionary and run-length encodings compress: TPC-H orders x customer (10:1)
+    /// written by IB-Join was 74 MB against 55 MB and took 11 % longer, where counted it took
+    /// 9 % less. On narrow generated pairs written, the two were level at 10:1.
+    pub const THREADS_WRITTEN: WorkCosts = WorkCosts {
+        pair_1024ths: 768,
         copy_per_mille: 2780,
         in_place_per_mille: 580,
-        crossing_per_mille: 0,
+        ..Self::THREADS
     };
     /// A cluster, output counted (2 to 8 emulated machines of benches/cluster): a shuffled
     /// record 250 to 370 ns of CPU, a counted pair 0.65 ns (1/341); AM-Join's processes used 0.3
@@ -109,19 +124,17 @@ impl WorkCosts {
     /// The costs of a run on `processes` processes, its output written to a file or not.
     /// Written, a pair is assembled into Arrow columns and encoded on the worker that produced
     /// it: 120 ns of CPU for a row of six integer columns to Parquet (W = 1, 2 x 10^7 rows),
-    /// about 3/4 of an input record on one process and 1/2 on a cluster.
+    /// about 3/4 of an input record on one process and 1/2 on a cluster. On one process a copy
+    /// pays later where the output is written ([`THREADS_WRITTEN`](Self::THREADS_WRITTEN)).
     pub fn of_run(processes: usize, written: bool) -> WorkCosts {
-        let costs = if processes > 1 {
-            Self::CLUSTER
-        } else {
-            Self::THREADS
-        };
-        if !written {
-            return costs;
-        }
-        WorkCosts {
-            pair_1024ths: if processes > 1 { 512 } else { 768 },
-            ..costs
+        match (processes > 1, written) {
+            (false, false) => Self::THREADS,
+            (false, true) => Self::THREADS_WRITTEN,
+            (true, false) => Self::CLUSTER,
+            (true, true) => WorkCosts {
+                pair_1024ths: 512,
+                ..Self::CLUSTER
+            },
         }
     }
 
@@ -193,8 +206,8 @@ impl WorkCosts {
     /// [`copying_pays`](Self::copying_pays) against AM-Join rather than Shuffle-Join: a shuffle
     /// of both sides and AM-Join's key count (and its extra traffic on a link). A copy balances
     /// a key hot on the large side as well as AM-Join does (that side stays where it is), so
-    /// where AM-Join is the other choice it pays sooner: on two threads from about 3.3:1 rather
-    /// than 11:1.
+    /// where AM-Join is the other choice it pays sooner: on two threads, output counted, from
+    /// about 1.5:1 rather than 7:1.
     pub fn copying_beats_am_join(&self, small: u64, large: u64, workers: u64) -> bool {
         let extra = self.am_join_extra(1000).min(u128::from(u32::MAX)) as u32;
         self.copying_costs_less(small, large, workers, extra.saturating_add(1000))
