@@ -45,11 +45,11 @@ pub enum Instead {
 /// A Small-Large join: the smaller side fits the broadcast budget and copying it to every worker
 /// (each worker indexing all of it, the large side probed where it is) costs each worker less
 /// than the strategy that would run `instead`, by the machines' [`WorkCosts`]: against a shuffle,
-/// on the threads of one process where moving a record is cheap, only when the large
-/// side is 7 times the small one at W = 2 (11 times where the output is written), on a cluster
-/// 9 times; against AM-Join, from 1.5 (3.3 written) and 1.4 times. Two equal sides are never a small and a large one. Returns that side and the
-/// reason's common part. `auto` and AM-Join decide the same way, so they agree on what is
-/// Small-Large.
+/// on the threads of one process where moving a record is cheap, only when the large side is 7
+/// times the small one at W = 2 (11 times where the output is written), on a cluster 9 times;
+/// against AM-Join, from 1.5 (3.3 written) and 1.4 times. Two equal sides are never a small and
+/// a large one. Returns that side and the reason's common part. `auto` and AM-Join decide the
+/// same way, so they agree on what is Small-Large.
 pub fn small_large(inputs: &PlanInputs, instead: Instead) -> Option<(Side, String)> {
     let small = smaller_side(inputs);
     let (small_rows, large_rows) = match small {

@@ -428,6 +428,45 @@ fn tallies_of_parts_told_where_they_start_are_the_tally_of_the_whole() {
     }
 }
 
+/// Rows counted a slice at a time are sampled and counted as row by row, wherever the slices
+/// start and end within the sample's blocks of 64 rows, NULL keys included; and about one row
+/// in `2^shift` is sampled.
+#[test]
+fn rows_added_in_slices_are_counted_as_row_by_row() {
+    const ROWS: usize = 50_000;
+    let keys: Vec<Option<i64>> = (0..ROWS as u64)
+        .map(|row| (row % 17 != 3).then_some((mix64(row) % 300) as i64))
+        .collect();
+    let cuts = [
+        0, 1, 63, 64, 65, 200, 1_000, 1_001, 4_096, 4_999, 30_000, ROWS,
+    ];
+    // The first row's number, as `continue_at` sets it: a part's start, and one where the row
+    // numbers wrap around within the slices.
+    for (shift, start) in (0..5).flat_map(|shift| [(shift, 10_007), (shift, u64::MAX - 40)]) {
+        for side in [Side::Left, Side::Right] {
+            let mut by_row = KeyTally::sampled(shift, ROWS as u64);
+            by_row.continue_at(side, start);
+            keys.iter().for_each(|key| by_row.add(side, key));
+            let mut by_slice = KeyTally::sampled(shift, ROWS as u64);
+            by_slice.continue_at(side, start);
+            for bounds in cuts.windows(2) {
+                by_slice.add_all(side, &keys[bounds[0]..bounds[1]]);
+            }
+            assert_eq!(by_slice.rows, by_row.rows);
+            assert_eq!(
+                by_slice.buckets, by_row.buckets,
+                "shift {shift}, start {start}, {side:?}"
+            );
+            let counted: usize = by_row.buckets.iter().map(Vec::len).sum();
+            let expected = keys.iter().flatten().count() >> shift;
+            assert!(
+                counted.abs_diff(expected) <= expected / 8,
+                "shift {shift}: {counted} rows counted, about {expected} expected"
+            );
+        }
+    }
+}
+
 /// Sampling one side's tally and not the other's would count their rows at different rates.
 #[test]
 #[should_panic(expected = "different rates")]

@@ -604,18 +604,13 @@ pub fn tally_keys(
         // An `i64` and an `Option<i64>` hash as `Key::Int` does; `None` is NULL.
         let values = column.as_primitive::<Int64Type>();
         if values.null_count() == 0 {
-            values
-                .values()
-                .iter()
-                .for_each(|key| tally.add_key(side, key));
+            tally.add_keys(side, values.values());
         } else {
-            values.iter().for_each(|key| tally.add_key(side, &key));
+            tally.add_keys(side, &values.iter().collect::<Vec<_>>());
         }
         return Ok(());
     }
-    for key in extract_keys(batch, columns, path)? {
-        tally.add_key(side, &key);
-    }
+    tally.add_keys(side, &extract_keys(batch, columns, path)?);
     Ok(())
 }
 
