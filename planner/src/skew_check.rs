@@ -543,9 +543,7 @@ pub struct ExactPass {
 }
 
 impl ExactPass {
-    /// Counts one row of `side` with key `key`. Where many rows come at once,
-    /// [`add_all`](Self::add_all) counts them faster: here the sample's mask is computed for
-    /// every row.
+    /// Counts one row of `side` with key `key`.
     #[inline]
     pub fn add<K: JoinKey>(&mut self, side: Side, key: &K) {
         self.seen[side.index()] += 1;
