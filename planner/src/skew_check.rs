@@ -6,11 +6,11 @@
 //! that about [`SAMPLE_ROWS`] rows are counted, and only those rows' keys are hashed. Where a
 //! key has [`EXACT_SAMPLES`] or more sampled rows on either side (the keys that can unbalance a
 //! worker), or the sample alone finds a hot key, the check needs an [`ExactPass`] over every row
-//! again, which counts those keys on both sides and every worker's input exactly; then only the pairs
-//! of keys with fewer sampled rows on both sides are estimated, from the sample, and a hot key
-//! among those set aside has its share and the predicted excess counted exactly. Where no key is
-//! that common and none is hot (uniform keys, a foreign key into a primary key whose values each
-//! have fewer than about `64 << s` rows), no row is read twice and there is no skew.
+//! again, which counts those keys on both sides and every worker's input exactly; then only the
+//! pairs of keys with fewer sampled rows on both sides are estimated, from the sample, and a hot
+//! key among those set aside has its share and the predicted excess counted exactly. Where no key
+//! is that common and none is hot (uniform keys, a foreign key into a primary key whose values
+//! each have fewer than about `64 << s` rows), no row is read twice and there is no skew.
 //!
 //! What sampling saves is counting every row's key in a table: on a uniform 10M x 10M pair,
 //! 0.12 s of merging and counting and 0.06 s of bucketing on two threads. Hashing only the
