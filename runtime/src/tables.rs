@@ -37,15 +37,17 @@ use std::time::Instant;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use skewjoin_operators::JoinType;
+use skewjoin_operators::{JoinType, Side};
 use skewjoin_planner::skew_check::skew_reason;
 use skewjoin_planner::{Choice, Strategy, Tuning};
 
-use crate::cli::checks::layout;
+pub use crate::cli::checks::ColumnChoice;
+use crate::cli::checks::{layout, output_columns};
 use crate::cli::RunArgs;
 use crate::engine::{self, BatchSink, JoinPlan, OutputTarget, SideData};
 use crate::error::{Error, Result};
 use crate::explain::Plan;
+use crate::io::batches::column_indices;
 use crate::io::{check_key_compat, output_schema};
 use crate::memory::BroadcastBudget;
 use crate::metrics::Metrics;
@@ -69,6 +71,10 @@ pub struct TableJoin {
     pub left_on: Vec<String>,
     /// The right table's key columns, as many.
     pub right_on: Vec<String>,
+    /// The output columns, as `--left-columns`, `--right-columns` or `--select` choose them
+    /// (default: every column of both tables). The others are never hashed or taken into the
+    /// output; key columns are read for the join whether output or not.
+    pub columns: ColumnChoice,
     /// The strategy, by its name (`auto`, `shuffle`, `am`, ...).
     pub strategy: String,
     /// The join type, W, P and VPRP's settings, as `--how`, `--workers`, `--partitions`,
@@ -91,6 +97,7 @@ impl TableJoin {
         TableJoin {
             left_on: left_on.iter().map(|name| name.to_string()).collect(),
             right_on: right_on.iter().map(|name| name.to_string()).collect(),
+            columns: ColumnChoice::default(),
             strategy: Strategy::Auto.name().into(),
             run: RunArgs::default(),
             tuning: Tuning::default(),
@@ -141,19 +148,19 @@ impl TableJoin {
                 &self.right_on,
             ),
         )?;
-        let left = SideData::from_batches(
-            &left.name,
-            left.schema,
-            left.batches,
-            &self.left_on,
-            workers,
-            stop,
+        let [left_columns, right_columns] = output_columns(
+            &self.columns,
+            how,
+            [left.schema.as_ref(), right.schema.as_ref()],
+            [&self.left_on, &self.right_on],
+            [&left.name, &right.name],
         )?;
-        let right = SideData::from_batches(
-            &right.name,
-            right.schema,
-            right.batches,
+        let left = self.side(left, &self.left_on, left_columns, Side::Left, workers, stop)?;
+        let right = self.side(
+            right,
             &self.right_on,
+            right_columns,
+            Side::Right,
             workers,
             stop,
         )?;
@@ -190,6 +197,40 @@ impl TableJoin {
             budget,
             prepare_seconds: start.elapsed().as_secs_f64(),
         })
+    }
+}
+
+impl TableJoin {
+    /// One side's keys and row hashes, its batches kept with the `selected` columns only (all
+    /// where `None`).
+    fn side(
+        &self,
+        table: Table,
+        key_columns: &[String],
+        selected: Option<Vec<String>>,
+        side: Side,
+        workers: usize,
+        stop: Option<&AtomicBool>,
+    ) -> Result<SideData> {
+        let indices = selected
+            .map(|names| {
+                column_indices(
+                    &table.schema,
+                    &names,
+                    Path::new(&table.name),
+                    self.columns.flag(side),
+                )
+            })
+            .transpose()?;
+        SideData::from_batches_selecting(
+            &table.name,
+            table.schema,
+            table.batches,
+            key_columns,
+            indices.as_deref(),
+            workers,
+            stop,
+        )
     }
 }
 
@@ -503,6 +544,138 @@ mod tests {
         assert_eq!(
             prepared.run(Some(sink), None).unwrap_err(),
             Error::Io("the reader of the output went away".into())
+        );
+    }
+
+    /// The output rows of `join` on the tables of `keys(0)` and `keys(1)`, as the values of
+    /// the named `columns` per row (NULL as `None`), sorted; with the output's column names.
+    fn chosen_rows(join: &TableJoin) -> (Vec<String>, Vec<Vec<Option<i64>>>) {
+        let prepared = join
+            .prepare(
+                table("left", &keys(0), 0, &[5, 40]),
+                table("right", &keys(1), 10_000, &[7]),
+                None,
+            )
+            .unwrap();
+        let schema = prepared.output_schema();
+        let output = Arc::new(Mutex::new(Vec::new()));
+        prepared.run(Some(collect_into(&output)), None).unwrap();
+        let mut rows = Vec::new();
+        for batch in output.lock().unwrap().iter() {
+            assert_eq!(batch.schema().fields(), schema.fields());
+            for row in 0..batch.num_rows() {
+                rows.push(
+                    batch
+                        .columns()
+                        .iter()
+                        .map(|column| {
+                            let column = column.as_any().downcast_ref::<Int64Array>().unwrap();
+                            column.is_valid(row).then(|| column.value(row))
+                        })
+                        .collect(),
+                );
+            }
+        }
+        rows.sort();
+        let names = schema.fields().iter().map(|f| f.name().clone()).collect();
+        (names, rows)
+    }
+
+    #[test]
+    fn chosen_columns_are_the_output_and_the_rows_are_those_of_every_column() {
+        for how in [JoinType::Inner, JoinType::Full, JoinType::Left] {
+            let mut all = TableJoin::on(&["k"], &["k"]);
+            all.run.how = how.name().into();
+            all.run.workers = Some(2);
+            let (names, every) = chosen_rows(&all);
+            assert_eq!(names, ["k", "id", "k_right", "id_right"]);
+            // Each side's ids only, the key columns left out: the same rows, projected.
+            let mut ids = all.clone();
+            ids.columns.left = Some(vec!["id".into()]);
+            ids.columns.right = Some(vec!["id".into()]);
+            let (names, rows) = chosen_rows(&ids);
+            assert_eq!(names, ["id", "id_right"]);
+            let mut projected: Vec<Vec<Option<i64>>> =
+                every.iter().map(|row| vec![row[1], row[3]]).collect();
+            projected.sort();
+            assert_eq!(rows, projected, "{}", how.name());
+            // By name: `k` from the side every output row has (the left's, inner or left).
+            let mut select = all.clone();
+            select.columns.select = Some(vec!["k".into()]);
+            if how == JoinType::Full {
+                // Either side's may be NULL-padded.
+                let error = select
+                    .prepare(hot_pair().0, hot_pair().1, None)
+                    .unwrap_err();
+                assert!(
+                    matches!(&error, Error::Usage(m) if m.contains("`k`") && m.contains("full join pads")),
+                    "{error:?}"
+                );
+                continue;
+            }
+            let (names, rows) = chosen_rows(&select);
+            assert_eq!(names, ["k"]);
+            let mut keys: Vec<Vec<Option<i64>>> = every.iter().map(|row| vec![row[0]]).collect();
+            keys.sort();
+            assert_eq!(rows, keys);
+        }
+    }
+
+    #[test]
+    fn bad_column_choices_name_what_is_wrong() {
+        let prepare = |columns: ColumnChoice, how: &str| {
+            let mut join = TableJoin::on(&["k"], &["k"]);
+            join.columns = columns;
+            join.run.how = how.into();
+            let (left, right) = hot_pair();
+            join.prepare(left, right, None).unwrap_err()
+        };
+        let names = |names: &[&str]| Some(names.iter().map(|name| name.to_string()).collect());
+        let error = prepare(
+            ColumnChoice {
+                left: names(&["idd"]),
+                ..ColumnChoice::default()
+            },
+            "inner",
+        );
+        assert!(
+            matches!(&error, Error::Input(m) if m.contains("left") && m.contains("idd") && m.contains("`id`")),
+            "{error:?}"
+        );
+        let error = prepare(
+            ColumnChoice {
+                right: names(&["id"]),
+                select: names(&["k"]),
+                ..ColumnChoice::default()
+            },
+            "inner",
+        );
+        assert!(
+            matches!(&error, Error::Usage(m) if m.contains("--select") && m.contains("not both")),
+            "{error:?}"
+        );
+        // A semi join outputs no right column.
+        let error = prepare(
+            ColumnChoice {
+                right: names(&["id"]),
+                ..ColumnChoice::default()
+            },
+            "semi",
+        );
+        assert!(
+            matches!(&error, Error::Usage(m) if m.contains("--right-columns") && m.contains("semi")),
+            "{error:?}"
+        );
+        let error = prepare(
+            ColumnChoice {
+                left: names(&["id", "id"]),
+                ..ColumnChoice::default()
+            },
+            "inner",
+        );
+        assert!(
+            matches!(&error, Error::Usage(m) if m.contains("twice")),
+            "{error:?}"
         );
     }
 

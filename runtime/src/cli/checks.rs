@@ -149,30 +149,68 @@ pub(crate) fn join_columns(args: &JoinArgs) -> Result<(Vec<String>, Vec<String>)
     Ok((left_on, right_on))
 }
 
-/// The columns each side gives the output, from `--left-columns` and `--right-columns` or
-/// `--select` (`None`: all of that side's). `schemas` and `keys` are each side's columns and
-/// key columns. A column asked of a side the join type does not output, a name neither side
-/// has, and a name both have (but a key of both at the same place, taken from the side every
-/// output row has) are usage or input errors that say what to write instead.
+/// The output columns a join is asked for: each side's by name (`left`, `right`), or `select`'s
+/// from whichever side has them; `None` is all of a side's columns. The command line's
+/// `--left-columns`, `--right-columns` and `--select`; the Python package's `left_columns`,
+/// `right_columns` and `select`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ColumnChoice {
+    /// The left input's output columns, in order.
+    pub left: Option<Vec<String>>,
+    /// The right input's output columns, in order.
+    pub right: Option<Vec<String>>,
+    /// Output columns by name, from whichever input has them; the left's come first.
+    pub select: Option<Vec<String>>,
+}
+
+impl ColumnChoice {
+    /// Whether any columns are chosen (else every column of both inputs is output).
+    pub fn is_given(&self) -> bool {
+        self.left.is_some() || self.right.is_some() || self.select.is_some()
+    }
+
+    /// The flag that chose `side`'s output columns, for errors: `--select` or
+    /// `--left-columns` / `--right-columns`.
+    pub(crate) fn flag(&self, side: Side) -> &'static str {
+        match (self.select.is_some(), side) {
+            (true, _) => "--select",
+            (false, Side::Left) => "--left-columns",
+            (false, Side::Right) => "--right-columns",
+        }
+    }
+}
+
+/// The columns each side gives the output, from `choice` (`None`: all of that side's).
+/// `schemas` and `keys` are each side's columns and key columns, `inputs` what to call each
+/// side in messages (its file). A column asked of a side the join type does not output, a name
+/// neither side has, and a name both have (but a key of both at the same place, taken from the
+/// side every output row has) are usage or input errors that say what to write instead.
 pub(crate) fn output_columns(
-    args: &JoinArgs,
+    choice: &ColumnChoice,
     how: JoinType,
     schemas: [&Schema; 2],
     keys: [&[String]; 2],
+    inputs: [&str; 2],
 ) -> Result<[Option<Vec<String>>; 2]> {
     let sides = [Side::Left, Side::Right];
-    let paths = [args.left.as_path(), args.right.as_path()];
-    let mut chosen = [args.left_columns.clone(), args.right_columns.clone()];
+    let mut chosen = [choice.left.clone(), choice.right.clone()];
     for (flag, names) in [
-        ("--left-columns", &args.left_columns),
-        ("--right-columns", &args.right_columns),
-        ("--select", &args.select),
+        ("--left-columns", &choice.left),
+        ("--right-columns", &choice.right),
+        ("--select", &choice.select),
     ] {
         if names.iter().flatten().any(String::is_empty) {
             return Err(Error::Usage(format!(
                 "{flag} has an empty column name (a stray comma?); separate names by one comma"
             )));
         }
+    }
+    if choice.select.is_some() && (choice.left.is_some() || choice.right.is_some()) {
+        return Err(Error::Usage(
+            "--select chooses the columns of both inputs: give it or --left-columns and \
+             --right-columns, not both"
+                .into(),
+        ));
     }
     for (index, side) in sides.into_iter().enumerate() {
         if chosen[index].is_some() && !how.outputs_side(side) {
@@ -183,7 +221,7 @@ pub(crate) fn output_columns(
             )));
         }
     }
-    let Some(names) = &args.select else {
+    let Some(names) = &choice.select else {
         return Ok(chosen);
     };
     let mut picked: [Vec<String>; 2] = [Vec::new(), Vec::new()];
@@ -213,7 +251,7 @@ pub(crate) fn output_columns(
                         .iter()
                         .map(|field| format!("`{}`", field.name()))
                         .collect();
-                    format!("{} has {}", paths[index].display(), names.join(", "))
+                    format!("{} has {}", inputs[index], names.join(", "))
                 };
                 let outputs: Vec<String> = (0..2)
                     .filter(|&index| how.outputs_side(sides[index]))
@@ -287,16 +325,6 @@ fn a_join(how: JoinType) -> String {
         "a"
     };
     format!("{article} {name} join")
-}
-
-/// The flag that chose `side`'s output columns, for errors: `--select` or `--left-columns` /
-/// `--right-columns`.
-pub(crate) fn column_flag(args: &JoinArgs, side: Side) -> &'static str {
-    match (args.select.is_some(), side) {
-        (true, _) => "--select",
-        (false, Side::Left) => "--left-columns",
-        (false, Side::Right) => "--right-columns",
-    }
 }
 
 /// Refuses a `--metrics` path that is an input or the output (`output_is`, e.g. "the --output

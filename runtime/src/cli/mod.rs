@@ -180,6 +180,15 @@ pub struct JoinArgs {
 }
 
 impl JoinArgs {
+    /// The output columns `--left-columns`, `--right-columns` and `--select` choose.
+    pub fn columns(&self) -> checks::ColumnChoice {
+        checks::ColumnChoice {
+            left: self.left_columns.clone(),
+            right: self.right_columns.clone(),
+            select: self.select.clone(),
+        }
+    }
+
     /// AM-Join's and Tree-Join's settings from the flags.
     pub fn tuning(&self) -> skewjoin_planner::Tuning {
         skewjoin_planner::Tuning {

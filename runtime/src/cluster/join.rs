@@ -18,8 +18,8 @@ use skewjoin_planner::strategy::{Choice, PlanInputs, Resolved, Strategy};
 use skewjoin_planner::work_costs::WorkCosts;
 
 use crate::cli::checks::{
-    check_metrics_path, check_vprp_flags, check_writable_dir, column_flag, join_columns, layout,
-    output_columns, output_compression, parse_how, refuse_overwrite, with_vprp_flags,
+    check_metrics_path, check_vprp_flags, check_writable_dir, join_columns, layout, output_columns,
+    output_compression, parse_how, refuse_overwrite, with_vprp_flags,
 };
 use crate::cli::JoinArgs;
 use crate::engine::{FileSource, OnReadError, RunReport, StreamSide};
@@ -168,17 +168,22 @@ pub fn join(args: JoinArgs) -> Result<()> {
         (&args.left, left.input.schema.as_ref(), &left_on),
         (&args.right, right.input.schema.as_ref(), &right_on),
     )?;
+    let columns = args.columns();
     let [left_columns, right_columns] = output_columns(
-        &args,
+        &columns,
         how,
         [left.input.schema.as_ref(), right.input.schema.as_ref()],
         [left_on.as_slice(), right_on.as_slice()],
+        [
+            &args.left.display().to_string(),
+            &args.right.display().to_string(),
+        ],
     )?;
     if let Some(names) = left_columns {
-        left.select(&names, column_flag(&args, Side::Left))?;
+        left.select(&names, columns.flag(Side::Left))?;
     }
     if let Some(names) = right_columns {
-        right.select(&names, column_flag(&args, Side::Right))?;
+        right.select(&names, columns.flag(Side::Right))?;
     }
     let read_seconds = read_start.elapsed().as_secs_f64();
     let (left_rows, right_rows) = (left.input.rows, right.input.rows);

@@ -24,8 +24,8 @@ use crate::progress::Progress;
 
 use super::write_stdout;
 use crate::cli::checks::{
-    check_metrics_path, check_vprp_flags, check_writable_dir, column_flag, join_columns, layout,
-    output_columns, output_compression, parse_how, refuse_overwrite,
+    check_metrics_path, check_vprp_flags, check_writable_dir, join_columns, layout, output_columns,
+    output_compression, parse_how, refuse_overwrite,
 };
 use crate::output_file::write_atomically;
 use crate::plan::{choose_strategy, metrics_for, streamed_skew, PlanRequest};
@@ -140,6 +140,12 @@ pub(super) fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Res
     let read_start = Instant::now();
     let say_reading = |path: &Path| progress.say(&format!("reading {}", path.display()));
     let keys = [left_on.as_slice(), right_on.as_slice()];
+    let columns = args.columns();
+    let inputs = [
+        args.left.display().to_string(),
+        args.right.display().to_string(),
+    ];
+    let inputs = [inputs[0].as_str(), inputs[1].as_str()];
     // `announce`: say each file's name as it is opened (not where it is opened only to check
     // the chosen columns before it is read whole).
     let open_streamed = |announce: bool| -> Result<(StreamSide, StreamSide)> {
@@ -156,12 +162,12 @@ pub(super) fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Res
             (&args.right, right.input.schema.as_ref(), &right_on),
         )?;
         let schemas = [left.input.schema.as_ref(), right.input.schema.as_ref()];
-        let [left_columns, right_columns] = output_columns(args, how, schemas, keys)?;
+        let [left_columns, right_columns] = output_columns(&columns, how, schemas, keys, inputs)?;
         if let Some(names) = left_columns {
-            left.select(&names, column_flag(args, Side::Left))?;
+            left.select(&names, columns.flag(Side::Left))?;
         }
         if let Some(names) = right_columns {
-            right.select(&names, column_flag(args, Side::Right))?;
+            right.select(&names, columns.flag(Side::Right))?;
         }
         Ok((left, right))
     };
@@ -169,9 +175,7 @@ pub(super) fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Res
         let (left, right) = open_streamed(true)?;
         Inputs::Streamed(left, right)
     } else {
-        let chooses_columns =
-            args.left_columns.is_some() || args.right_columns.is_some() || args.select.is_some();
-        if chooses_columns {
+        if columns.is_given() {
             // The chosen columns are checked from the files' footers (a CSV file's type pass)
             // before the files are read whole: a misspelled name is said at once.
             progress.say("checking the chosen columns against the files' schemas");
@@ -187,20 +191,20 @@ pub(super) fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Res
         )?;
         let (left_schema, right_schema) = (left.schema(), right.schema());
         let [left_columns, right_columns] =
-            output_columns(args, how, [&left_schema, &right_schema], keys)?;
+            output_columns(&columns, how, [&left_schema, &right_schema], keys, inputs)?;
         let left = load_side(
             &args.left,
             left,
             &left_on,
             left_columns.as_deref(),
-            column_flag(args, Side::Left),
+            columns.flag(Side::Left),
         )?;
         let right = load_side(
             &args.right,
             right,
             &right_on,
             right_columns.as_deref(),
-            column_flag(args, Side::Right),
+            columns.flag(Side::Right),
         )?;
         Inputs::Loaded(left, right)
     };
