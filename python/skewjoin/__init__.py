@@ -99,6 +99,25 @@ def _keys(name: str, value: Optional[Keys]) -> Optional[list]:
     return keys
 
 
+def _names(name: str, value: Optional[Keys]) -> Optional[list]:
+    """Output columns: a name or a list of names (possibly empty), or None for all."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{name}: expected a column name or a list of column names, got {value!r}")
+    return list(value)
+
+
+def _output_columns(left_columns: Optional[Keys], right_columns: Optional[Keys], select: Optional[Keys]):
+    return (
+        _names("left_columns", left_columns),
+        _names("right_columns", right_columns),
+        _names("select", select),
+    )
+
+
 def _key_columns(on: Optional[Keys], left_on: Optional[Keys], right_on: Optional[Keys]):
     on, left_on, right_on = _keys("on", on), _keys("left_on", left_on), _keys("right_on", right_on)
     if on is not None:
@@ -134,6 +153,9 @@ def join(
     *,
     left_on: Optional[Keys] = None,
     right_on: Optional[Keys] = None,
+    left_columns: Optional[Keys] = None,
+    right_columns: Optional[Keys] = None,
+    select: Optional[Keys] = None,
     how: str = "inner",
     strategy: str = STRATEGIES[0],
     workers: Optional[int] = None,
@@ -158,6 +180,16 @@ def join(
         A NULL in any key column matches nothing. Keys of integer types of any width match
         each other (unsigned values above 2**63 - 1 are refused: cast such a key to a string),
         strings match strings (also across ``string``, ``large_string`` and ``string_view``).
+    left_columns, right_columns
+        The columns of each side to output, in this order (default: all of that side's). The
+        others are neither hashed nor copied into the output; key columns are read for the join
+        whether output or not. A path's file is still read whole (the command line's
+        ``--left-columns`` decodes only the columns it needs).
+    select
+        Columns to output by name, from whichever side has them, instead of ``left_columns``
+        and ``right_columns``; the left's come first. A name both sides have is refused unless
+        it is a key column of both at the same place (``on="id"``: taken from the side every
+        output row has).
     how
         ``"inner"``, ``"left"``, ``"right"``, ``"full"``, ``"semi"`` (left rows with a match),
         ``"anti"`` (left rows without one), ``"right-semi"`` or ``"right-anti"``.
@@ -186,8 +218,9 @@ def join(
         ``virtual_per_partition`` and ``sample_fraction`` (VPRP): the command line's flags of
         the same names.
 
-    The output has the columns of the left side, then those of the right side (only one side
-    for semi and anti joins); a right column named as a left one gets the suffix ``_right``.
+    The output has the (chosen) columns of the left side, then those of the right side (only
+    one side for semi and anti joins); a right column named as a left one gets the suffix
+    ``_right``.
     Rows come in no particular order.
 
     Raises ``ValueError`` for a bad argument; :class:`InputError` (a ``ValueError``) for an
@@ -206,6 +239,7 @@ def join(
         _source(right),
         left_keys,
         right_keys,
+        _output_columns(left_columns, right_columns, select),
         how,
         strategy,
         _count("workers", workers),
@@ -226,6 +260,9 @@ def explain(
     *,
     left_on: Optional[Keys] = None,
     right_on: Optional[Keys] = None,
+    left_columns: Optional[Keys] = None,
+    right_columns: Optional[Keys] = None,
+    select: Optional[Keys] = None,
     how: str = "inner",
     strategy: str = STRATEGIES[0],
     workers: Optional[int] = None,
@@ -249,6 +286,7 @@ def explain(
             _source(right),
             left_keys,
             right_keys,
+            _output_columns(left_columns, right_columns, select),
             how,
             strategy,
             _count("workers", workers),

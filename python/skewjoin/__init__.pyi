@@ -24,27 +24,35 @@ class Metrics(dict[str, Any]):
 @overload
 def join(
     left: Source, right: Source, on: Optional[Keys] = ..., *, left_on: Optional[Keys] = ...,
-    right_on: Optional[Keys] = ..., how: How = ..., strategy: StrategyName = ...,
+    right_on: Optional[Keys] = ..., left_columns: Optional[Keys] = ...,
+    right_columns: Optional[Keys] = ..., select: Optional[Keys] = ..., how: How = ...,
+    strategy: StrategyName = ...,
     workers: Optional[int] = ..., partitions: Optional[int] = ..., stream: Literal[False] = ...,
     metrics: Literal[False] = ..., format: Optional[str] = ..., **tuning: Any,
 ) -> pyarrow.Table: ...
 @overload
 def join(
     left: Source, right: Source, on: Optional[Keys] = ..., *, left_on: Optional[Keys] = ...,
-    right_on: Optional[Keys] = ..., how: How = ..., strategy: StrategyName = ...,
+    right_on: Optional[Keys] = ..., left_columns: Optional[Keys] = ...,
+    right_columns: Optional[Keys] = ..., select: Optional[Keys] = ..., how: How = ...,
+    strategy: StrategyName = ...,
     workers: Optional[int] = ..., partitions: Optional[int] = ..., stream: Literal[False] = ...,
     metrics: Literal[True], format: Optional[str] = ..., **tuning: Any,
 ) -> tuple[pyarrow.Table, Metrics]: ...
 @overload
 def join(
     left: Source, right: Source, on: Optional[Keys] = ..., *, left_on: Optional[Keys] = ...,
-    right_on: Optional[Keys] = ..., how: How = ..., strategy: StrategyName = ...,
+    right_on: Optional[Keys] = ..., left_columns: Optional[Keys] = ...,
+    right_columns: Optional[Keys] = ..., select: Optional[Keys] = ..., how: How = ...,
+    strategy: StrategyName = ...,
     workers: Optional[int] = ..., partitions: Optional[int] = ..., stream: Literal[True],
     metrics: Literal[False] = ..., format: Optional[str] = ..., **tuning: Any,
 ) -> pyarrow.RecordBatchReader: ...
 def explain(
     left: Source, right: Source, on: Optional[Keys] = ..., *, left_on: Optional[Keys] = ...,
-    right_on: Optional[Keys] = ..., how: How = ..., strategy: StrategyName = ...,
+    right_on: Optional[Keys] = ..., left_columns: Optional[Keys] = ...,
+    right_columns: Optional[Keys] = ..., select: Optional[Keys] = ..., how: How = ...,
+    strategy: StrategyName = ...,
     workers: Optional[int] = ..., partitions: Optional[int] = ..., analyze: bool = ...,
     top: int = ..., format: Optional[str] = ..., **tuning: Any,
 ) -> dict[str, Any]: ...

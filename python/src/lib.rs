@@ -26,7 +26,7 @@ use skewjoin_runtime::error::Error;
 use skewjoin_runtime::io::{compact_views, read_table, FileFormat};
 use skewjoin_runtime::memory::parse_size;
 use skewjoin_runtime::metrics::Metrics;
-use skewjoin_runtime::tables::{PreparedTables, Table, TableJoin};
+use skewjoin_runtime::tables::{ColumnChoice, PreparedTables, Table, TableJoin};
 
 create_exception!(
     skewjoin,
@@ -38,7 +38,7 @@ create_exception!(
 
 /// The command line's flags, as this package's arguments name them: the runtime's messages
 /// name flags, and a Python caller gave arguments.
-const FLAGS_AS_ARGUMENTS: [(&str, &str); 10] = [
+const FLAGS_AS_ARGUMENTS: [(&str, &str); 13] = [
     ("--strategy shuffle", "strategy=\"shuffle\""),
     ("--strategy", "strategy"),
     ("--how", "how"),
@@ -49,6 +49,9 @@ const FLAGS_AS_ARGUMENTS: [(&str, &str); 10] = [
     ("--broadcast-limit", "broadcast_limit"),
     ("--memory-limit", "memory_limit"),
     ("--hot-per-mille", "hot_per_mille"),
+    ("--left-columns", "left_columns"),
+    ("--right-columns", "right_columns"),
+    ("--select", "select"),
 ];
 
 fn in_python_terms(mut message: String) -> String {
@@ -63,7 +66,8 @@ fn in_python_terms(mut message: String) -> String {
 fn to_py(error: Error) -> PyErr {
     match error {
         Error::Usage(message) => PyValueError::new_err(in_python_terms(message)),
-        Error::Input(message) => InputError::new_err(message),
+        // An input error may name an argument too ("select: no input has a column ...").
+        Error::Input(message) => InputError::new_err(in_python_terms(message)),
         Error::Io(message) => PyOSError::new_err(message),
         Error::Interrupted => PyKeyboardInterrupt::new_err(Error::Interrupted.to_string()),
         other => PyRuntimeError::new_err(other.to_string()),
@@ -119,11 +123,19 @@ fn table_from(value: &Bound<'_, PyAny>, side: &str, format: Option<&str>) -> PyR
 const TUNING: &str = "hot_per_mille, broadcast_per_mille, statistics, leaf, fanout, \
                       broadcast_limit, memory_limit, virtual_per_partition, sample_fraction";
 
+/// The output columns `left_columns`, `right_columns` and `select` choose (`None`: every one).
+type Columns = (
+    Option<Vec<String>>,
+    Option<Vec<String>>,
+    Option<Vec<String>>,
+);
+
 /// The join request from the arguments.
 #[allow(clippy::too_many_arguments)]
 fn request(
     left_on: Vec<String>,
     right_on: Vec<String>,
+    (left_columns, right_columns, select): Columns,
     how: &str,
     strategy: &str,
     workers: Option<usize>,
@@ -133,6 +145,11 @@ fn request(
     let mut join = TableJoin {
         left_on,
         right_on,
+        columns: ColumnChoice {
+            left: left_columns,
+            right: right_columns,
+            select,
+        },
         ..TableJoin::on(&[], &[])
     };
     join.strategy = strategy.to_string();
@@ -331,7 +348,7 @@ fn prepare(
 /// The join (see `skewjoin.join`): returns the output (a `pyarrow.Table`, or with `stream` a
 /// `pyarrow.RecordBatchReader`) and, for a whole table, the metrics as JSON.
 #[pyfunction]
-#[pyo3(signature = (left, right, left_on, right_on, how, strategy, workers, partitions, stream, format, tuning))]
+#[pyo3(signature = (left, right, left_on, right_on, columns, how, strategy, workers, partitions, stream, format, tuning))]
 #[allow(clippy::too_many_arguments)]
 fn join<'py>(
     py: Python<'py>,
@@ -339,6 +356,7 @@ fn join<'py>(
     right: &Bound<'py, PyAny>,
     left_on: Vec<String>,
     right_on: Vec<String>,
+    columns: Columns,
     how: &str,
     strategy: &str,
     workers: Option<usize>,
@@ -348,7 +366,7 @@ fn join<'py>(
     tuning: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<(Bound<'py, PyAny>, Option<String>)> {
     let request = request(
-        left_on, right_on, how, strategy, workers, partitions, tuning,
+        left_on, right_on, columns, how, strategy, workers, partitions, tuning,
     )?;
     let stop = Arc::new(AtomicBool::new(false));
     let prepared = prepare(py, left, right, format, request, &stop)?;
@@ -410,7 +428,7 @@ fn join<'py>(
 /// The plan (see `skewjoin.explain`) as JSON; with `analyze`, the join is run (its rows
 /// counted, not kept) and its metrics are the plan's `measured`.
 #[pyfunction]
-#[pyo3(signature = (left, right, left_on, right_on, how, strategy, workers, partitions, analyze, top, format, tuning))]
+#[pyo3(signature = (left, right, left_on, right_on, columns, how, strategy, workers, partitions, analyze, top, format, tuning))]
 #[allow(clippy::too_many_arguments)]
 fn explain(
     py: Python<'_>,
@@ -418,6 +436,7 @@ fn explain(
     right: &Bound<'_, PyAny>,
     left_on: Vec<String>,
     right_on: Vec<String>,
+    columns: Columns,
     how: &str,
     strategy: &str,
     workers: Option<usize>,
@@ -428,7 +447,7 @@ fn explain(
     tuning: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
     let mut request = request(
-        left_on, right_on, how, strategy, workers, partitions, tuning,
+        left_on, right_on, columns, how, strategy, workers, partitions, tuning,
     )?;
     // Rows are counted, not made, as `skewjoin explain` without --output counts them.
     request.makes_output = false;

@@ -140,6 +140,60 @@ def test_output_columns_are_named_as_the_command_line_names_them():
         "k", "id", "score"]
 
 
+SELECTED_SQL = {
+    "inner": "SELECT {cols} FROM l JOIN r ON l.k = r.k",
+    "left": "SELECT {cols} FROM l LEFT JOIN r ON l.k = r.k",
+    "full": "SELECT {cols} FROM l FULL JOIN r ON l.k = r.k",
+    "right-semi": "SELECT {cols} FROM r SEMI JOIN l ON l.k = r.k",
+}
+
+
+@pytest.mark.parametrize("how", list(SELECTED_SQL))
+def test_chosen_output_columns_are_the_output_in_their_order(how):
+    left, right = tables(300)
+    con = duckdb.connect()
+    con.register("l", left)
+    con.register("r", right)
+
+    def expected(cols):
+        return sorted(con.sql(SELECTED_SQL[how].format(cols=cols)).fetchall(), key=repr)
+
+    if how == "right-semi":
+        joined = skewjoin.join(left, right, on="k", how=how, right_columns=["score", "id"])
+        assert joined.column_names == ["score", "id"]
+        assert rows_of(joined) == expected("r.score, r.id")
+        with pytest.raises(ValueError, match="left_columns: a right-semi join outputs no column"):
+            skewjoin.join(left, right, on="k", how=how, left_columns="id")
+        return
+    # Each side's own, the keys left out of the output but still joined on.
+    joined = skewjoin.join(left, right, on="k", how=how, left_columns=["name"],
+                           right_columns="score", workers=2)
+    assert joined.column_names == ["name", "score"]
+    assert rows_of(joined) == expected("l.name, r.score")
+    # None of one side's.
+    joined = skewjoin.join(left, right, on="k", how=how, left_columns=[], workers=3)
+    assert joined.column_names == ["k", "id", "score"]
+    assert rows_of(joined) == expected("r.k, r.id, r.score")
+    # By name, from whichever side has it; the left's first.
+    joined = skewjoin.join(left, right, on="k", how=how, select=["score", "name"])
+    assert joined.column_names == ["name", "score"]
+    assert rows_of(joined) == expected("l.name, r.score")
+
+
+def test_bad_column_choices_say_what_to_write():
+    left, right = tables(30)
+    with pytest.raises(skewjoin.InputError, match="select: no input has a column `nme`"):
+        skewjoin.join(left, right, on="k", select=["nme"])
+    with pytest.raises(ValueError, match="select: both inputs have a column `id`.*left_columns"):
+        skewjoin.join(left, right, on="k", select="id")
+    with pytest.raises(ValueError, match="give it or left_columns and right_columns, not both"):
+        skewjoin.join(left, right, on="k", select="name", right_columns="score")
+    with pytest.raises(skewjoin.InputError, match="the right table.*`scor`"):
+        skewjoin.join(left, right, on="k", right_columns=["scor"])
+    with pytest.raises(ValueError, match="left_columns: expected a column name"):
+        skewjoin.join(left, right, on="k", left_columns=[1])
+
+
 def test_string_and_composite_keys_and_different_key_names():
     left = pa.table({"a": ["x", "y", None, "x", "z"], "b": [1, 2, 3, 1, None], "v": range(5)})
     right = pa.table({"c": ["x", "x", "y", None], "d": [1, 1, 9, 3], "w": range(4)})
