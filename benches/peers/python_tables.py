@@ -19,6 +19,10 @@ side over 200,000 keys; 36 million output rows; at full size the output would be
 Arrow). Every run is a process of its own (peak memory as ru_maxrss, tables read before the
 clock starts); medians of --runs. Row counts must agree. Prints a Markdown table.
 
+With --narrow every system outputs only a few columns of each side (NARROW below), each named its
+own way: skewjoin `left_columns=`/`right_columns=` (the command line's `--left-columns` and
+`--right-columns`), DuckDB a `SELECT` list, Polars a lazy join's `select`.
+
     python3 benches/peers/python_tables.py --skewjoin target/release/skewjoin --data /tmp/pt
 """
 
@@ -38,9 +42,17 @@ WORKLOADS = {
     "zipf1.0": ("left.parquet", "right.parquet", ["key"], ["key"]),
 }
 
+# The --narrow mode's output columns of each workload (left, right), as benches/peers/tpch.py's.
+NARROW = {
+    "tpch-lineitem-orders": (["l_orderkey", "l_extendedprice", "l_discount", "l_shipdate"],
+                             ["o_orderdate", "o_shippriority"]),
+    "zipf1.0": (["id"], ["value"]),
+}
 
-def child(system, left_path, right_path, left_on, right_on):
-    """One timed join in this process; prints its JSON line."""
+
+def child(system, left_path, right_path, left_on, right_on, columns=None):
+    """One timed join in this process (only `columns`, a (left, right) pair, where given);
+    prints its JSON line."""
     os.environ["POLARS_MAX_THREADS"] = str(THREADS)
     import pyarrow.parquet as pq
 
@@ -49,7 +61,8 @@ def child(system, left_path, right_path, left_on, right_on):
         import skewjoin
 
         start = time.perf_counter()
-        out = skewjoin.join(left, right, left_on=left_on, right_on=right_on, workers=THREADS)
+        chosen = {} if columns is None else {"left_columns": columns[0], "right_columns": columns[1]}
+        out = skewjoin.join(left, right, left_on=left_on, right_on=right_on, workers=THREADS, **chosen)
         seconds = time.perf_counter() - start
         rows = out.num_rows
     elif system == "duckdb":
@@ -60,7 +73,9 @@ def child(system, left_path, right_path, left_on, right_on):
         con.register("r", right)
         on = " AND ".join(f"l.{a} = r.{b}" for a, b in zip(left_on, right_on))
         start = time.perf_counter()
-        out = con.sql(f"SELECT * FROM l JOIN r ON {on}").to_arrow_table()
+        chosen = "*" if columns is None else ", ".join(
+            [f"l.{c}" for c in columns[0]] + [f"r.{c}" for c in columns[1]])
+        out = con.sql(f"SELECT {chosen} FROM l JOIN r ON {on}").to_arrow_table()
         seconds = time.perf_counter() - start
         rows = out.num_rows
     elif system == "polars":
@@ -68,7 +83,11 @@ def child(system, left_path, right_path, left_on, right_on):
 
         lf, rf = pl.from_arrow(left), pl.from_arrow(right)
         start = time.perf_counter()
-        out = lf.join(rf, left_on=left_on, right_on=right_on, suffix="_right").to_arrow()
+        if columns is None:
+            out = lf.join(rf, left_on=left_on, right_on=right_on, suffix="_right").to_arrow()
+        else:
+            out = (lf.lazy().join(rf.lazy(), left_on=left_on, right_on=right_on, suffix="_right")
+                   .select(columns[0] + columns[1]).collect().to_arrow())
         seconds = time.perf_counter() - start
         rows = out.num_rows
     else:
@@ -77,15 +96,18 @@ def child(system, left_path, right_path, left_on, right_on):
     print(json.dumps({"seconds": seconds, "rows": rows, "peak_bytes": peak}))
 
 
-def run_child(system, paths, keys):
-    cmd = [sys.executable, __file__, "--child", system, *paths, ",".join(keys[0]), ",".join(keys[1])]
+def run_child(system, paths, keys, columns):
+    cmd = [sys.executable, __file__, "--child", system, *paths, ",".join(keys[0]), ",".join(keys[1]),
+           json.dumps(columns)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_cli(skewjoin, paths, keys):
+def run_cli(skewjoin, paths, keys, columns):
     out, metrics = "/dev/shm/python_tables_out.arrow", "/dev/shm/python_tables_metrics.json"
     cmd = [skewjoin, "join", *paths, "--left-on", ",".join(keys[0]), "--right-on", ",".join(keys[1])]
+    if columns is not None:
+        cmd += ["--left-columns", ",".join(columns[0]), "--right-columns", ",".join(columns[1])]
     cmd += ["--workers", str(THREADS), "--quiet", "-o", out, "--metrics", metrics]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd)
@@ -116,8 +138,8 @@ def prepare(args):
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        _, _, system, left, right, left_on, right_on = sys.argv
-        child(system, left, right, left_on.split(","), right_on.split(","))
+        _, _, system, left, right, left_on, right_on, columns = sys.argv
+        child(system, left, right, left_on.split(","), right_on.split(","), json.loads(columns))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skewjoin", required=True, help="the skewjoin binary (release)")
@@ -125,6 +147,7 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--zipf-scale", type=float, default=0.2)
     parser.add_argument("--only", action="append", choices=list(WORKLOADS))
+    parser.add_argument("--narrow", action="store_true", help="output only NARROW's columns")
     args = parser.parse_args()
     dirs = prepare(args)
     print("| workload | system | median s | runs | peak GB | rows |")
@@ -132,12 +155,13 @@ def main():
     for name in args.only or list(WORKLOADS):
         left, right, left_on, right_on = WORKLOADS[name]
         paths = [os.path.join(dirs[name], left), os.path.join(dirs[name], right)]
+        columns = NARROW[name] if args.narrow else None
         results = {s: [] for s in ["skewjoin", "duckdb", "polars", "cli", "cli-join"]}
         # Interleaved, so that the machine's noise falls on every system alike.
         for _ in range(args.runs):
             for system in ["skewjoin", "duckdb", "polars"]:
-                results[system].append(run_child(system, paths, (left_on, right_on)))
-            cli = run_cli(args.skewjoin, paths, (left_on, right_on))
+                results[system].append(run_child(system, paths, (left_on, right_on), columns))
+            cli = run_cli(args.skewjoin, paths, (left_on, right_on), columns)
             results["cli"].append(cli)
             results["cli-join"].append({**cli, "seconds": cli["join_seconds"]})
         rows = {s: {r["rows"] for r in runs} for s, runs in results.items()}

@@ -182,9 +182,8 @@ def join(
         strings match strings (also across ``string``, ``large_string`` and ``string_view``).
     left_columns, right_columns
         The columns of each side to output, in this order (default: all of that side's). The
-        others are neither hashed nor copied into the output; key columns are read for the join
-        whether output or not. A path's file is still read whole (the command line's
-        ``--left-columns`` decodes only the columns it needs).
+        others are neither hashed nor copied into the output, and a file given by path leaves
+        them undecoded; key columns are read for the join whether output or not.
     select
         Columns to output by name, from whichever side has them, instead of ``left_columns``
         and ``right_columns``; the left's come first. A name both sides have is refused unless

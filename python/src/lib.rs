@@ -23,10 +23,10 @@ use skewjoin_planner::am_join::Statistics;
 use skewjoin_planner::Strategy;
 use skewjoin_runtime::engine::BatchSink;
 use skewjoin_runtime::error::Error;
-use skewjoin_runtime::io::{compact_views, read_table, FileFormat};
+use skewjoin_runtime::io::{compact_views, FileFormat};
 use skewjoin_runtime::memory::parse_size;
 use skewjoin_runtime::metrics::Metrics;
-use skewjoin_runtime::tables::{ColumnChoice, PreparedTables, Table, TableJoin};
+use skewjoin_runtime::tables::{ColumnChoice, PreparedTables, Source, Table, TableJoin};
 
 create_exception!(
     skewjoin,
@@ -74,10 +74,10 @@ fn to_py(error: Error) -> PyErr {
     }
 }
 
-/// One side of a join from what the caller gave: a path to a file, or anything that exports
-/// an Arrow stream. The stream's batches are imported as they are: their buffers stay the
-/// producer's (pyarrow's, Polars') and are not copied.
-fn table_from(value: &Bound<'_, PyAny>, side: &str, format: Option<&str>) -> PyResult<Table> {
+/// One side of a join from what the caller gave: a path to a file (read by the join, with the
+/// GIL released), or anything that exports an Arrow stream. The stream's batches are imported
+/// as they are: their buffers stay the producer's (pyarrow's, Polars') and are not copied.
+fn source_from(value: &Bound<'_, PyAny>, side: &str, format: Option<&str>) -> PyResult<Source> {
     if let Ok(path) = value.extract::<PathBuf>() {
         let explicit = format
             .map(FileFormat::parse)
@@ -90,12 +90,7 @@ fn table_from(value: &Bound<'_, PyAny>, side: &str, format: Option<&str>) -> PyR
                 path.display()
             ))
         })?;
-        let batch = read_table(&path, format).map_err(to_py)?;
-        return Ok(Table {
-            name: path.display().to_string(),
-            schema: batch.schema(),
-            batches: vec![batch],
-        });
+        return Ok(Source::File { path, format });
     }
     if !value.hasattr("__arrow_c_stream__")? {
         let type_name = value.get_type().name()?;
@@ -112,11 +107,11 @@ fn table_from(value: &Bound<'_, PyAny>, side: &str, format: Option<&str>) -> PyR
         .map_err(|error| {
             InputError::new_err(format!("{side}: reading the table failed: {error}"))
         })?;
-    Ok(Table {
+    Ok(Source::Table(Table {
         name: format!("the {side} table"),
         schema,
         batches,
-    })
+    }))
 }
 
 /// The arguments past the tables and keys that tune a run, as keyword arguments.
@@ -337,11 +332,11 @@ fn prepare(
     join: TableJoin,
     stop: &Arc<AtomicBool>,
 ) -> PyResult<PreparedTables> {
-    let left = table_from(left, "left", format)?;
-    let right = table_from(right, "right", format)?;
+    let left = source_from(left, "left", format)?;
+    let right = source_from(right, "right", format)?;
     let prepare_stop = Arc::clone(stop);
     run_detached(py, stop, move || {
-        join.prepare(left, right, Some(&prepare_stop))
+        join.prepare_sources(left, right, Some(&prepare_stop))
     })
 }
 
@@ -467,7 +462,9 @@ fn explain(
 /// imports it: the tests compare them with the producer's to check that nothing was copied.
 #[pyfunction]
 fn _imported_buffer_addresses(table: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<Vec<usize>>>> {
-    let table = table_from(table, "left", None)?;
+    let Source::Table(table) = source_from(table, "left", None)? else {
+        return Err(PyTypeError::new_err("a table in memory, not a path"));
+    };
     Ok(table
         .batches
         .iter()

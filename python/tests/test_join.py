@@ -180,6 +180,30 @@ def test_chosen_output_columns_are_the_output_in_their_order(how):
     assert rows_of(joined) == expected("l.name, r.score")
 
 
+@pytest.mark.parametrize("how", ["inner", "full", "semi"])
+def test_files_by_path_give_their_chosen_columns(tmp_path, how):
+    left, right = tables(200)
+    pq.write_table(left, tmp_path / "left.parquet")
+    pa_csv.write_csv(right, tmp_path / "right.csv")
+    paths = (tmp_path / "left.parquet", str(tmp_path / "right.csv"))
+    con = duckdb.connect()
+    con.register("l", left)
+    con.register("r", right)
+    if how == "semi":
+        joined = skewjoin.join(*paths, on="k", how=how, select=["name"])
+        assert joined.column_names == ["name"]
+        expected = con.sql("SELECT l.name FROM l SEMI JOIN r ON l.k = r.k").fetchall()
+    else:
+        kind = {"inner": "JOIN", "full": "FULL JOIN"}[how]
+        joined = skewjoin.join(*paths, on="k", how=how, left_columns=["name", "id"],
+                               right_columns=["score"])
+        assert joined.column_names == ["name", "id", "score"]
+        expected = con.sql(f"SELECT l.name, l.id, r.score FROM l {kind} r ON l.k = r.k").fetchall()
+    assert rows_of(joined) == sorted(expected, key=repr)
+    with pytest.raises(skewjoin.InputError, match="right.csv"):
+        skewjoin.join(*paths, on="k", right_columns=["scor"])
+
+
 def test_bad_column_choices_say_what_to_write():
     left, right = tables(30)
     with pytest.raises(skewjoin.InputError, match="select: no input has a column `nme`"):

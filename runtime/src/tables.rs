@@ -30,7 +30,7 @@
 //! assert_eq!(rows, 2);
 //! ```
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
@@ -47,8 +47,8 @@ use crate::cli::RunArgs;
 use crate::engine::{self, BatchSink, JoinPlan, OutputTarget, SideData};
 use crate::error::{Error, Result};
 use crate::explain::Plan;
-use crate::io::batches::column_indices;
-use crate::io::{check_key_compat, output_schema};
+use crate::io::batches::{column_indices, InputFile};
+use crate::io::{check_key_compat, output_schema, read_table, FileFormat};
 use crate::memory::BroadcastBudget;
 use crate::metrics::Metrics;
 use crate::plan::{choose_strategy, metrics_for, plan_of, PlanFacts, PlanRequest};
@@ -62,6 +62,80 @@ pub struct Table {
     pub schema: SchemaRef,
     /// Its rows.
     pub batches: Vec<RecordBatch>,
+}
+
+/// One side of a join of tables: a table in memory, or a file read by the join (see
+/// [`TableJoin::prepare_sources`]).
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// A table already in memory.
+    Table(Table),
+    /// A Parquet, Arrow IPC or CSV file.
+    File {
+        /// Its path.
+        path: PathBuf,
+        /// Its format.
+        format: FileFormat,
+    },
+}
+
+/// A [`Source`] whose schema is known: a table, or a file opened (its footer or header read).
+enum Opened {
+    Table(Table),
+    File(InputFile),
+}
+
+impl Opened {
+    fn schema(&self) -> SchemaRef {
+        match self {
+            Opened::Table(table) => Arc::clone(&table.schema),
+            Opened::File(input) => Arc::clone(&input.schema),
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Opened::Table(table) => table.name.clone(),
+            Opened::File(input) => input.path.display().to_string(),
+        }
+    }
+
+    /// The table, a file's rows read: only its `chosen` and key columns where `chosen` is
+    /// given (the others left undecoded), every column otherwise.
+    fn read(self, chosen: Option<&[String]>, flag: &str) -> Result<Table> {
+        let mut input = match self {
+            Opened::Table(table) => return Ok(table),
+            Opened::File(input) => input,
+        };
+        let name = input.path.display().to_string();
+        let Some(names) = chosen else {
+            let batch = read_table(&input.path, input.format)?;
+            return Ok(Table {
+                name,
+                schema: batch.schema(),
+                batches: vec![batch],
+            });
+        };
+        input.select(names, flag)?;
+        let batches = input.batches(false)?.collect::<Result<Vec<_>>>()?;
+        // The columns read: the chosen and the key columns, in the file's order.
+        let schema = match batches.first() {
+            Some(batch) => batch.schema(),
+            None => Arc::new(
+                input
+                    .schema
+                    .project(&input.read_columns())
+                    .map_err(|error| {
+                        Error::Internal(format!("selecting columns of {name}: {error}"))
+                    })?,
+            ),
+        };
+        Ok(Table {
+            name,
+            schema,
+            batches,
+        })
+    }
 }
 
 /// How to join two tables: the key columns and what `skewjoin join`'s flags say past the files.
@@ -107,6 +181,76 @@ impl TableJoin {
         }
     }
 
+    /// As [`prepare`](Self::prepare), for sides that may be files: a file is read here, and where
+    /// [`columns`](Self::columns) are chosen only its chosen and key columns are decoded (as
+    /// `skewjoin join --left-columns` reads it), after the choice is checked against both
+    /// sides' schemas (a file's from its footer or header).
+    pub fn prepare_sources(
+        &self,
+        left: Source,
+        right: Source,
+        stop: Option<&AtomicBool>,
+    ) -> Result<PreparedTables> {
+        let open = |source: Source, keys: &[String]| -> Result<Opened> {
+            match source {
+                Source::Table(table) => Ok(Opened::Table(table)),
+                Source::File { path, format } => {
+                    if self.columns.is_given() {
+                        InputFile::open(&path, format, keys).map(Opened::File)
+                    } else {
+                        let batch = read_table(&path, format)?;
+                        Ok(Opened::Table(Table {
+                            name: path.display().to_string(),
+                            schema: batch.schema(),
+                            batches: vec![batch],
+                        }))
+                    }
+                }
+            }
+        };
+        let left = open(left, &self.left_on)?;
+        let right = open(right, &self.right_on)?;
+        if !self.columns.is_given() {
+            let (Opened::Table(left), Opened::Table(right)) = (left, right) else {
+                unreachable!("without chosen columns every file is read whole")
+            };
+            return self.prepare(left, right, stop);
+        }
+        let how = self.how()?;
+        let (left_schema, right_schema) = (left.schema(), right.schema());
+        let chosen = output_columns(
+            &self.columns,
+            how,
+            [left_schema.as_ref(), right_schema.as_ref()],
+            [&self.left_on, &self.right_on],
+            [&left.name(), &right.name()],
+        )?;
+        // Each side's columns by name from here: `select`'s, resolved, are a side's own. A
+        // side the join type does not output keeps none (`select` leaves it an empty list).
+        let [left_chosen, right_chosen] = chosen;
+        let left_chosen = left_chosen.filter(|_| how.outputs_side(Side::Left));
+        let right_chosen = right_chosen.filter(|_| how.outputs_side(Side::Right));
+        let left = left.read(left_chosen.as_deref(), self.columns.flag(Side::Left))?;
+        let right = right.read(right_chosen.as_deref(), self.columns.flag(Side::Right))?;
+        let join = TableJoin {
+            columns: ColumnChoice {
+                left: left_chosen,
+                right: right_chosen,
+                select: None,
+            },
+            ..self.clone()
+        };
+        join.prepare(left, right, stop)
+    }
+
+    /// The join type `run.how` names.
+    fn how(&self) -> Result<JoinType> {
+        self.run
+            .how
+            .parse()
+            .map_err(|e| Error::Usage(format!("how: {e}")))
+    }
+
     /// Checks the request against the tables, reads every row's key and hash, and chooses the
     /// strategy. Bad arguments are [`Error::Usage`]; key columns that are missing or cannot be
     /// joined are [`Error::Input`], naming the table and column. Setting `stop` ends it with
@@ -118,11 +262,7 @@ impl TableJoin {
         stop: Option<&AtomicBool>,
     ) -> Result<PreparedTables> {
         let start = Instant::now();
-        let how: JoinType = self
-            .run
-            .how
-            .parse()
-            .map_err(|e| Error::Usage(format!("how: {e}")))?;
+        let how = self.how()?;
         let strategy: Strategy = self
             .strategy
             .parse()
@@ -618,6 +758,119 @@ mod tests {
             let mut keys: Vec<Vec<Option<i64>>> = every.iter().map(|row| vec![row[0]]).collect();
             keys.sort();
             assert_eq!(rows, keys);
+        }
+    }
+
+    /// Files read by the join decode only the chosen and the key columns, and join as the same
+    /// tables in memory do, in Parquet, Arrow IPC and CSV.
+    #[test]
+    fn files_read_by_the_join_decode_only_their_chosen_and_key_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |table: &Table, format: FileFormat, extension: &str| {
+            let path = dir.path().join(format!("{}.{extension}", table.name));
+            let batch = arrow::compute::concat_batches(&table.schema, &table.batches).unwrap();
+            crate::io::write_table(&path, format, &batch).unwrap();
+            Source::File { path, format }
+        };
+        let left = table("left", &keys(0), 0, &[9]);
+        // The right table with a column no join below chooses.
+        let right = {
+            let narrow = table("right", &keys(1), 10_000, &[]);
+            let mut fields = narrow.schema.fields().to_vec();
+            fields.push(Arc::new(Field::new("pad", DataType::Utf8, false)));
+            let schema = Arc::new(Schema::new(fields));
+            let batches = narrow
+                .batches
+                .iter()
+                .map(|batch| {
+                    let pad: arrow::array::StringArray = (0..batch.num_rows())
+                        .map(|row| Some(format!("p{row}")))
+                        .collect();
+                    let mut columns = batch.columns().to_vec();
+                    columns.push(Arc::new(pad));
+                    RecordBatch::try_new(Arc::clone(&schema), columns).unwrap()
+                })
+                .collect();
+            Table {
+                name: narrow.name,
+                schema,
+                batches,
+            }
+        };
+        for (format, extension) in [
+            (FileFormat::Parquet, "parquet"),
+            (FileFormat::ArrowIpc, "arrow"),
+            (FileFormat::Csv, "csv"),
+        ] {
+            let (left_file, right_file) = (
+                file(&left, format, extension),
+                file(&right, format, extension),
+            );
+            // What the join reads of the right file with only `id` chosen: that and the key,
+            // in the file's order, and not `pad`.
+            let Source::File { path, format } = &right_file else {
+                unreachable!()
+            };
+            let opened = Opened::File(InputFile::open(path, *format, &["k".into()]).unwrap());
+            let read = opened
+                .read(Some(&["id".into()]), "--right-columns")
+                .unwrap();
+            let names: Vec<&str> = read
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect();
+            assert_eq!(names, ["k", "id"], "{extension}");
+            for how in [JoinType::Inner, JoinType::Full, JoinType::RightSemi] {
+                let mut join = TableJoin::on(&["k"], &["k"]);
+                join.run.how = how.name().into();
+                join.run.workers = Some(2);
+                join.columns.right = Some(vec!["id".into()]);
+                if how.outputs_side(Side::Left) {
+                    join.columns.left = Some(vec!["id".into(), "k".into()]);
+                }
+                let in_memory = join.prepare(left.clone(), right.clone(), None).unwrap();
+                let from_files = join
+                    .prepare_sources(left_file.clone(), right_file.clone(), None)
+                    .unwrap();
+                // The same columns (a file's may say nullable where the table's do not).
+                let columns = |prepared: &PreparedTables| -> Vec<(String, DataType)> {
+                    let schema = prepared.output_schema();
+                    let fields = schema.fields().iter();
+                    fields
+                        .map(|f| (f.name().clone(), f.data_type().clone()))
+                        .collect()
+                };
+                assert_eq!(columns(&from_files), columns(&in_memory), "{extension}");
+                let expected = in_memory.run(None, None).unwrap();
+                let measured = from_files.run(None, None).unwrap();
+                assert_eq!(measured.output_rows, expected.output_rows, "{extension}");
+                assert_eq!(measured.checksum, expected.checksum, "{extension}");
+            }
+            // `select` resolves names against the files' own schemas; a semi join's other
+            // side keeps none.
+            let mut join = TableJoin::on(&["k"], &["k"]);
+            join.run.how = "semi".into();
+            join.columns.select = Some(vec!["id".into()]);
+            let prepared = join
+                .prepare_sources(left_file.clone(), right_file.clone(), None)
+                .unwrap();
+            let names: Vec<String> = prepared
+                .output_schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            assert_eq!(names, ["id"]);
+            join.columns.select = Some(vec!["idd".into()]);
+            let error = join
+                .prepare_sources(left_file.clone(), right_file.clone(), None)
+                .unwrap_err();
+            assert!(
+                matches!(&error, Error::Input(m) if m.contains("idd") && m.contains(extension)),
+                "{error:?}"
+            );
         }
     }
 

@@ -265,6 +265,15 @@ impl InputFile {
         Ok(())
     }
 
+    /// The indices of the columns a read of whole rows decodes, ascending: the selected and the
+    /// key columns where [`select`](InputFile::select) chose, else every column.
+    pub fn read_columns(&self) -> Vec<usize> {
+        match &self.projection {
+            Some((read, _)) => read.clone(),
+            None => (0..self.schema.fields().len()).collect(),
+        }
+    }
+
     /// The selected columns ([`selected`](InputFile::selected)) of a batch of whole rows that
     /// [`batches`](InputFile::batches) gave.
     pub fn selected_columns(&self, batch: &RecordBatch) -> Result<RecordBatch> {
