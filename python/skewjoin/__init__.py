@@ -86,35 +86,26 @@ class Metrics(dict):
         return ax
 
 
-def _keys(name: str, value: Optional[Keys]) -> Optional[list]:
+def _keys(name: str, value: Optional[Keys], allow_empty: bool = False) -> Optional[list]:
+    """Column names: a name or a list of names (an empty list only where `allow_empty`), or
+    None."""
     if value is None:
         return None
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, (list, tuple)):
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names) or (
+            not names and not allow_empty):
         raise ValueError(f"{name}: expected a column name or a list of column names, got {value!r}")
-    keys = list(value)
-    if not keys or not all(isinstance(key, str) for key in keys):
-        raise ValueError(f"{name}: expected a column name or a list of column names, got {value!r}")
-    return keys
-
-
-def _names(name: str, value: Optional[Keys]) -> Optional[list]:
-    """Output columns: a name or a list of names (possibly empty), or None for all."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"{name}: expected a column name or a list of column names, got {value!r}")
-    return list(value)
+    if "" in names:
+        raise ValueError(f"{name}: an empty column name; name each column")
+    return list(names)
 
 
 def _output_columns(left_columns: Optional[Keys], right_columns: Optional[Keys], select: Optional[Keys]):
+    # An empty list of one side's columns outputs none of that side's.
     return (
-        _names("left_columns", left_columns),
-        _names("right_columns", right_columns),
-        _names("select", select),
+        _keys("left_columns", left_columns, allow_empty=True),
+        _keys("right_columns", right_columns, allow_empty=True),
+        _keys("select", select, allow_empty=True),
     )
 
 
@@ -181,14 +172,16 @@ def join(
         each other (unsigned values above 2**63 - 1 are refused: cast such a key to a string),
         strings match strings (also across ``string``, ``large_string`` and ``string_view``).
     left_columns, right_columns
-        The columns of each side to output, in this order (default: all of that side's). The
-        others are neither hashed nor copied into the output, and a file given by path leaves
-        them undecoded; key columns are read for the join whether output or not.
+        The columns of each side to output, in this order (default: all of that side's; ``[]``:
+        none of them). The others are neither hashed nor copied into the output, and a file
+        given by path leaves them undecoded; key columns are read for the join whether output
+        or not. Naming the columns of a side the join does not output (the right side of a
+        semi join) is an error.
     select
         Columns to output by name, from whichever side has them, instead of ``left_columns``
         and ``right_columns``; the left's come first. A name both sides have is refused unless
         it is a key column of both at the same place (``on="id"``: taken from the side every
-        output row has).
+        output row has, so not in a full join).
     how
         ``"inner"``, ``"left"``, ``"right"``, ``"full"``, ``"semi"`` (left rows with a match),
         ``"anti"`` (left rows without one), ``"right-semi"`` or ``"right-anti"``.

@@ -54,11 +54,22 @@ const FLAGS_AS_ARGUMENTS: [(&str, &str); 13] = [
     ("--select", "select"),
 ];
 
-fn in_python_terms(mut message: String) -> String {
-    for (flag, argument) in FLAGS_AS_ARGUMENTS {
-        message = message.replace(flag, argument);
-    }
-    message
+fn in_python_terms(message: String) -> String {
+    // Only outside backticks: column names and values are quoted in them, and stay as they are.
+    let parts: Vec<String> = message
+        .split('`')
+        .enumerate()
+        .map(|(index, part)| {
+            let mut part = part.to_string();
+            if index % 2 == 0 {
+                for (flag, argument) in FLAGS_AS_ARGUMENTS {
+                    part = part.replace(flag, argument);
+                }
+            }
+            part
+        })
+        .collect();
+    parts.join("`")
 }
 
 /// A runtime error as the Python exception of its kind, with the CLI's message (its flags

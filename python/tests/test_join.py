@@ -216,6 +216,19 @@ def test_bad_column_choices_say_what_to_write():
         skewjoin.join(left, right, on="k", right_columns=["scor"])
     with pytest.raises(ValueError, match="left_columns: expected a column name"):
         skewjoin.join(left, right, on="k", left_columns=[1])
+    with pytest.raises(ValueError, match="select names `name` twice"):
+        skewjoin.join(left, right, on="k", select=["name", "score", "name"])
+    with pytest.raises(ValueError, match="leave the output none"):
+        skewjoin.join(left, right, on="k", left_columns=[], right_columns=[])
+    with pytest.raises(ValueError, match="right_columns: an empty column name"):
+        skewjoin.join(left, right, on="k", right_columns=["score", ""])
+    # A column whose name holds a flag's text is named as it is.
+    odd = left.rename_columns(["k", "id", "a--how"])
+    with pytest.raises(skewjoin.InputError, match="`a--how`"):
+        skewjoin.join(odd, right, on="k", select=["a--hw"])
+    # explain takes the same arguments.
+    plan = skewjoin.explain(left, right, on="k", select=["name", "score"], analyze=True)
+    assert plan["measured"].output_rows == len(duckdb_rows(left, right, "inner"))
 
 
 def test_string_and_composite_keys_and_different_key_names():

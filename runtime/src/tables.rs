@@ -64,6 +64,18 @@ pub struct Table {
     pub batches: Vec<RecordBatch>,
 }
 
+impl Table {
+    /// The whole file at `path`, every column, as one batch.
+    pub fn read(path: &Path, format: FileFormat) -> Result<Table> {
+        let batch = read_table(path, format)?;
+        Ok(Table {
+            name: path.display().to_string(),
+            schema: batch.schema(),
+            batches: vec![batch],
+        })
+    }
+}
+
 /// One side of a join of tables: a table in memory, or a file read by the join (see
 /// [`TableJoin::prepare_sources`]).
 #[derive(Clone, Debug)]
@@ -107,15 +119,10 @@ impl Opened {
             Opened::Table(table) => return Ok(table),
             Opened::File(input) => input,
         };
-        let name = input.path.display().to_string();
         let Some(names) = chosen else {
-            let batch = read_table(&input.path, input.format)?;
-            return Ok(Table {
-                name,
-                schema: batch.schema(),
-                batches: vec![batch],
-            });
+            return Table::read(&input.path, input.format);
         };
+        let name = input.path.display().to_string();
         input.select(names, flag)?;
         let batches = input.batches(false)?.collect::<Result<Vec<_>>>()?;
         // The columns read: the chosen and the key columns, in the file's order.
@@ -182,9 +189,10 @@ impl TableJoin {
     }
 
     /// As [`prepare`](Self::prepare), for sides that may be files: a file is read here, and where
-    /// [`columns`](Self::columns) are chosen only its chosen and key columns are decoded (as
-    /// `skewjoin join --left-columns` reads it), after the choice is checked against both
-    /// sides' schemas (a file's from its footer or header).
+    /// [`columns`](Self::columns) choose a side's columns only those and its key columns are
+    /// decoded (as `skewjoin join --left-columns` reads it; of a side the join type does not
+    /// output, only the keys), after the choice is checked against both sides' schemas (a
+    /// file's from its footer or header).
     pub fn prepare_sources(
         &self,
         left: Source,
@@ -194,18 +202,10 @@ impl TableJoin {
         let open = |source: Source, keys: &[String]| -> Result<Opened> {
             match source {
                 Source::Table(table) => Ok(Opened::Table(table)),
-                Source::File { path, format } => {
-                    if self.columns.is_given() {
-                        InputFile::open(&path, format, keys).map(Opened::File)
-                    } else {
-                        let batch = read_table(&path, format)?;
-                        Ok(Opened::Table(Table {
-                            name: path.display().to_string(),
-                            schema: batch.schema(),
-                            batches: vec![batch],
-                        }))
-                    }
+                Source::File { path, format } if self.columns.is_given() => {
+                    InputFile::open(&path, format, keys).map(Opened::File)
                 }
+                Source::File { path, format } => Table::read(&path, format).map(Opened::Table),
             }
         };
         let left = open(left, &self.left_on)?;
@@ -225,17 +225,16 @@ impl TableJoin {
             [&self.left_on, &self.right_on],
             [&left.name(), &right.name()],
         )?;
-        // Each side's columns by name from here: `select`'s, resolved, are a side's own. A
-        // side the join type does not output keeps none (`select` leaves it an empty list).
-        let [left_chosen, right_chosen] = chosen;
-        let left_chosen = left_chosen.filter(|_| how.outputs_side(Side::Left));
-        let right_chosen = right_chosen.filter(|_| how.outputs_side(Side::Right));
+        // Each side's columns by name from here: `select`'s, resolved, are a side's own. Of a
+        // side the join type does not output only the keys are read, and `prepare` is asked
+        // for none of its columns.
+        let [left_chosen, right_chosen] = read_columns(how, chosen);
         let left = left.read(left_chosen.as_deref(), self.columns.flag(Side::Left))?;
         let right = right.read(right_chosen.as_deref(), self.columns.flag(Side::Right))?;
         let join = TableJoin {
             columns: ColumnChoice {
-                left: left_chosen,
-                right: right_chosen,
+                left: left_chosen.filter(|_| how.outputs_side(Side::Left)),
+                right: right_chosen.filter(|_| how.outputs_side(Side::Right)),
                 select: None,
             },
             ..self.clone()
@@ -288,13 +287,19 @@ impl TableJoin {
                 &self.right_on,
             ),
         )?;
-        let [left_columns, right_columns] = output_columns(
+        let chosen = output_columns(
             &self.columns,
             how,
             [left.schema.as_ref(), right.schema.as_ref()],
             [&self.left_on, &self.right_on],
             [&left.name, &right.name],
         )?;
+        // Where columns are chosen, a side not output is neither hashed nor kept past its keys.
+        let [left_columns, right_columns] = if self.columns.is_given() {
+            read_columns(how, chosen)
+        } else {
+            chosen
+        };
         let left = self.side(left, &self.left_on, left_columns, Side::Left, workers, stop)?;
         let right = self.side(
             right,
@@ -372,6 +377,20 @@ impl TableJoin {
             stop,
         )
     }
+}
+
+/// The columns of each side a join needs, from those [`output_columns`] chose: none (past the
+/// keys) of a side the join type does not output.
+fn read_columns(how: JoinType, chosen: [Option<Vec<String>>; 2]) -> [Option<Vec<String>>; 2] {
+    let [left, right] = chosen;
+    let needed = |columns: Option<Vec<String>>, side: Side| {
+        if how.outputs_side(side) {
+            columns
+        } else {
+            Some(Vec::new())
+        }
+    };
+    [needed(left, Side::Left), needed(right, Side::Right)]
 }
 
 /// Two tables ready to join, with the strategy chosen.
@@ -863,6 +882,18 @@ mod tests {
                 .map(|f| f.name().clone())
                 .collect();
             assert_eq!(names, ["id"]);
+            // The right side, not output, keeps no column (its keys are held apart), and of a
+            // file with none chosen only the key is read.
+            assert!(prepared.right.schema.fields().is_empty(), "{extension}");
+            let opened = Opened::File(InputFile::open(path, *format, &["k".into()]).unwrap());
+            let read = opened.read(Some(&[]), "--select").unwrap();
+            let names: Vec<&str> = read
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect();
+            assert_eq!(names, ["k"], "{extension}");
             join.columns.select = Some(vec!["idd".into()]);
             let error = join
                 .prepare_sources(left_file.clone(), right_file.clone(), None)
@@ -930,6 +961,41 @@ mod tests {
             matches!(&error, Error::Usage(m) if m.contains("twice")),
             "{error:?}"
         );
+        let error = prepare(
+            ColumnChoice {
+                select: names(&["k", "k"]),
+                ..ColumnChoice::default()
+            },
+            "inner",
+        );
+        assert!(
+            matches!(&error, Error::Usage(m) if m.contains("--select names `k` twice")),
+            "{error:?}"
+        );
+        // No column at all: refused, where one side's none is an output of the other's.
+        let error = prepare(
+            ColumnChoice {
+                select: names(&[]),
+                ..ColumnChoice::default()
+            },
+            "inner",
+        );
+        assert!(
+            matches!(&error, Error::Usage(m) if m.contains("none")),
+            "{error:?}"
+        );
+        let mut join = TableJoin::on(&["k"], &["k"]);
+        join.columns.left = names(&[]);
+        let (left, right) = hot_pair();
+        let names: Vec<String> = join
+            .prepare(left, right, None)
+            .unwrap()
+            .output_schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(names, ["k", "id"]);
     }
 
     #[test]

@@ -199,9 +199,16 @@ pub(crate) fn output_columns(
         ("--right-columns", &choice.right),
         ("--select", &choice.select),
     ] {
-        if names.iter().flatten().any(String::is_empty) {
+        let names = names.as_deref().unwrap_or_default();
+        if names.iter().any(String::is_empty) {
             return Err(Error::Usage(format!(
                 "{flag} has an empty column name (a stray comma?); separate names by one comma"
+            )));
+        }
+        let repeated = (1..names.len()).find(|&at| names[..at].contains(&names[at]));
+        if let Some(name) = repeated.map(|at| &names[at]) {
+            return Err(Error::Usage(format!(
+                "{flag} names `{name}` twice; name each column once"
             )));
         }
     }
@@ -215,14 +222,13 @@ pub(crate) fn output_columns(
     for (index, side) in sides.into_iter().enumerate() {
         if chosen[index].is_some() && !how.outputs_side(side) {
             return Err(Error::Usage(format!(
-                "--{side}-columns: {} outputs no column of the {side} input; leave the \
-                 flag out",
+                "--{side}-columns: {} outputs no column of the {side} input; leave it out",
                 a_join(how)
             )));
         }
     }
     let Some(names) = &choice.select else {
-        return Ok(chosen);
+        return some_column(chosen, how, schemas);
     };
     let mut picked: [Vec<String>; 2] = [Vec::new(), Vec::new()];
     for name in names {
@@ -313,6 +319,28 @@ pub(crate) fn output_columns(
     }
     let [left, right] = picked;
     chosen = [Some(left), Some(right)];
+    some_column(chosen, how, schemas)
+}
+
+/// `chosen`, unless it leaves the output no column (an empty list of names, possible from
+/// Python), which is refused.
+fn some_column(
+    chosen: [Option<Vec<String>>; 2],
+    how: JoinType,
+    schemas: [&Schema; 2],
+) -> Result<[Option<Vec<String>>; 2]> {
+    let output = [Side::Left, Side::Right]
+        .into_iter()
+        .zip(&chosen)
+        .zip(schemas)
+        .filter(|((side, _), _)| how.outputs_side(*side))
+        .map(|((_, names), schema)| names.as_ref().map_or(schema.fields().len(), Vec::len))
+        .sum::<usize>();
+    if output == 0 {
+        return Err(Error::Usage(
+            "the chosen columns leave the output none; name at least one".into(),
+        ));
+    }
     Ok(chosen)
 }
 
