@@ -30,14 +30,16 @@
 //! assert_eq!(rows, 2);
 //! ```
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use skewjoin_operators::{JoinType, Side};
+use skewjoin_planner::exec_stream::split_at_cuts;
 use skewjoin_planner::skew_check::skew_reason;
 use skewjoin_planner::{Choice, Strategy, Tuning};
 
@@ -48,10 +50,11 @@ use crate::engine::{self, BatchSink, JoinPlan, OutputTarget, SideData};
 use crate::error::{Error, Result};
 use crate::explain::Plan;
 use crate::io::batches::{column_indices, InputFile};
-use crate::io::{check_key_compat, output_schema, read_table, FileFormat};
+use crate::io::{check_key_compat, output_schema, FileFormat};
 use crate::memory::BroadcastBudget;
 use crate::metrics::Metrics;
 use crate::plan::{choose_strategy, metrics_for, plan_of, PlanFacts, PlanRequest};
+use crate::threads::{on_threads, InTurn};
 
 /// A table in memory: batches of one schema.
 #[derive(Clone, Debug)]
@@ -62,18 +65,6 @@ pub struct Table {
     pub schema: SchemaRef,
     /// Its rows.
     pub batches: Vec<RecordBatch>,
-}
-
-impl Table {
-    /// The whole file at `path`, every column, as one batch.
-    pub fn read(path: &Path, format: FileFormat) -> Result<Table> {
-        let batch = read_table(path, format)?;
-        Ok(Table {
-            name: path.display().to_string(),
-            schema: batch.schema(),
-            batches: vec![batch],
-        })
-    }
 }
 
 /// One side of a join of tables: a table in memory, or a file read by the join (see
@@ -112,19 +103,24 @@ impl Opened {
         }
     }
 
-    /// The table, a file's rows read: only its `chosen` and key columns where `chosen` is
-    /// given (the others left undecoded), every column otherwise.
-    fn read(self, chosen: Option<&[String]>, flag: &str) -> Result<Table> {
+    /// The table, a file's rows read on `threads` threads: only its `chosen` and key columns
+    /// where `chosen` is given (the others left undecoded), every column otherwise.
+    fn read(
+        self,
+        chosen: Option<&[String]>,
+        flag: &str,
+        threads: usize,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Table> {
         let mut input = match self {
             Opened::Table(table) => return Ok(table),
             Opened::File(input) => input,
         };
-        let Some(names) = chosen else {
-            return Table::read(&input.path, input.format);
-        };
         let name = input.path.display().to_string();
-        input.select(names, flag)?;
-        let batches = input.batches(false)?.collect::<Result<Vec<_>>>()?;
+        if let Some(names) = chosen {
+            input.select(names, flag)?;
+        }
+        let batches = read_in_parts(&input, threads, stop)?;
         // The columns read: the chosen and the key columns, in the file's order.
         let schema = match batches.first() {
             Some(batch) => batch.schema(),
@@ -143,6 +139,64 @@ impl Opened {
             batches,
         })
     }
+}
+
+/// The rows of `input` in order, its parts (runs of Parquet row groups or Arrow IPC record
+/// batches) decoded on `threads` threads at once. Read on one thread, TPC-H's lineitem took
+/// longer than the join of it that followed.
+fn read_in_parts(
+    input: &InputFile,
+    threads: usize,
+    stop: Option<&AtomicBool>,
+) -> Result<Vec<RecordBatch>> {
+    let parts: Vec<(usize, Range<u64>)> = split_at_cuts(&input.cuts(), input.rows, threads.max(1))
+        .into_iter()
+        .filter(|rows| !rows.is_empty())
+        .enumerate()
+        .collect();
+    if parts.len() <= 1 {
+        return read_part(input, 0..input.rows, stop);
+    }
+    let in_turn = InTurn::new(&parts);
+    // Each thread's parts, numbered; every thread's panic is resumed before any error returns.
+    let threads = on_threads(
+        threads.min(parts.len()),
+        || -> Result<Vec<(usize, Vec<RecordBatch>)>> {
+            let mut read = Vec::new();
+            in_turn.try_each(|(part, rows)| {
+                read.push((*part, read_part(input, rows.clone(), stop)?));
+                Ok::<_, Error>(())
+            })?;
+            Ok(read)
+        },
+    );
+    let threads: Vec<_> = threads
+        .into_iter()
+        .map(|read| read.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        .collect();
+    let mut parts = Vec::with_capacity(parts.len());
+    for thread in threads {
+        parts.extend(thread?);
+    }
+    parts.sort_unstable_by_key(|(part, _)| *part);
+    Ok(parts.into_iter().flat_map(|(_, batches)| batches).collect())
+}
+
+/// The rows `rows` of `input`, which begin and end at cuts, as batches; setting `stop` ends the
+/// read with [`Error::Interrupted`].
+fn read_part(
+    input: &InputFile,
+    rows: Range<u64>,
+    stop: Option<&AtomicBool>,
+) -> Result<Vec<RecordBatch>> {
+    let mut batches = Vec::new();
+    for batch in input.batches_of_rows(false, rows)? {
+        if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
+            return Err(Error::Interrupted);
+        }
+        batches.push(batch?);
+    }
+    Ok(batches)
 }
 
 /// How to join two tables: the key columns and what `skewjoin join`'s flags say past the files.
@@ -188,8 +242,9 @@ impl TableJoin {
         }
     }
 
-    /// As [`prepare`](Self::prepare), for sides that may be files: a file is read here, and where
-    /// [`columns`](Self::columns) choose a side's columns only those and its key columns are
+    /// As [`prepare`](Self::prepare), for sides that may be files: a file is read here, a run of
+    /// its Parquet row groups or Arrow IPC record batches on each of the join's workers (a CSV
+    /// file or IPC stream on one), and where [`columns`](Self::columns) choose a side's columns only those and its key columns are
     /// decoded (as `skewjoin join --left-columns` reads it; of a side the join type does not
     /// output, only the keys), after the choice is checked against both sides' schemas (a
     /// file's from its footer or header).
@@ -202,18 +257,17 @@ impl TableJoin {
         let open = |source: Source, keys: &[String]| -> Result<Opened> {
             match source {
                 Source::Table(table) => Ok(Opened::Table(table)),
-                Source::File { path, format } if self.columns.is_given() => {
+                Source::File { path, format } => {
                     InputFile::open(&path, format, keys).map(Opened::File)
                 }
-                Source::File { path, format } => Table::read(&path, format).map(Opened::Table),
             }
         };
         let left = open(left, &self.left_on)?;
         let right = open(right, &self.right_on)?;
+        let (threads, _) = layout(&self.run)?;
         if !self.columns.is_given() {
-            let (Opened::Table(left), Opened::Table(right)) = (left, right) else {
-                unreachable!("without chosen columns every file is read whole")
-            };
+            let left = left.read(None, "", threads, stop)?;
+            let right = right.read(None, "", threads, stop)?;
             return self.prepare(left, right, stop);
         }
         let how = self.how()?;
@@ -229,8 +283,18 @@ impl TableJoin {
         // side the join type does not output only the keys are read, and `prepare` is asked
         // for none of its columns.
         let [left_chosen, right_chosen] = read_columns(how, chosen);
-        let left = left.read(left_chosen.as_deref(), self.columns.flag(Side::Left))?;
-        let right = right.read(right_chosen.as_deref(), self.columns.flag(Side::Right))?;
+        let left = left.read(
+            left_chosen.as_deref(),
+            self.columns.flag(Side::Left),
+            threads,
+            stop,
+        )?;
+        let right = right.read(
+            right_chosen.as_deref(),
+            self.columns.flag(Side::Right),
+            threads,
+            stop,
+        )?;
         let join = TableJoin {
             columns: ColumnChoice {
                 left: left_chosen.filter(|_| how.outputs_side(Side::Left)),
@@ -832,7 +896,7 @@ mod tests {
             };
             let opened = Opened::File(InputFile::open(path, *format, &["k".into()]).unwrap());
             let read = opened
-                .read(Some(&["id".into()]), "--right-columns")
+                .read(Some(&["id".into()]), "--right-columns", 2, None)
                 .unwrap();
             let names: Vec<&str> = read
                 .schema
@@ -886,7 +950,7 @@ mod tests {
             // file with none chosen only the key is read.
             assert!(prepared.right.schema.fields().is_empty(), "{extension}");
             let opened = Opened::File(InputFile::open(path, *format, &["k".into()]).unwrap());
-            let read = opened.read(Some(&[]), "--select").unwrap();
+            let read = opened.read(Some(&[]), "--select", 2, None).unwrap();
             let names: Vec<&str> = read
                 .schema
                 .fields()
@@ -903,6 +967,96 @@ mod tests {
                 "{error:?}"
             );
         }
+    }
+
+    /// A file read whole is decoded a run of row groups (or record batches) per thread, and its
+    /// rows come back in the file's order whatever the number of threads; joined, it is the
+    /// same tables in memory.
+    #[test]
+    fn files_read_whole_are_read_in_parts_in_order() {
+        use arrow::ipc::writer::FileWriter;
+        use parquet::arrow::ArrowWriter;
+        use parquet::file::properties::WriterProperties;
+
+        let dir = tempfile::tempdir().unwrap();
+        let (left, right) = (
+            table("left", &keys(0), 0, &[]),
+            table("right", &keys(1), 0, &[]),
+        );
+        let whole =
+            |table: &Table| arrow::compute::concat_batches(&table.schema, &table.batches).unwrap();
+        // Parts of 7 rows: more parts than threads, and of unequal numbers per thread.
+        let write = |table: &Table, extension: &str| -> Source {
+            let path = dir.path().join(format!("{}.{extension}", table.name));
+            let file = std::fs::File::create(&path).unwrap();
+            let batch = whole(table);
+            let format = if extension == "parquet" {
+                let properties = WriterProperties::builder()
+                    .set_max_row_group_row_count(Some(7))
+                    .build();
+                let mut writer =
+                    ArrowWriter::try_new(file, Arc::clone(&table.schema), Some(properties))
+                        .unwrap();
+                writer.write(&batch).unwrap();
+                writer.close().unwrap();
+                FileFormat::Parquet
+            } else {
+                let mut writer = FileWriter::try_new(file, &table.schema).unwrap();
+                for start in (0..batch.num_rows()).step_by(7) {
+                    let rows = 7.min(batch.num_rows() - start);
+                    writer.write(&batch.slice(start, rows)).unwrap();
+                }
+                writer.finish().unwrap();
+                FileFormat::ArrowIpc
+            };
+            Source::File { path, format }
+        };
+        for extension in ["parquet", "arrow"] {
+            let (left_file, right_file) = (write(&left, extension), write(&right, extension));
+            let Source::File { path, format } = &left_file else {
+                unreachable!()
+            };
+            let input = InputFile::open(path, *format, &["k".into()]).unwrap();
+            assert!(
+                input.cuts().len() >= 8,
+                "{extension}: {} parts",
+                input.cuts().len()
+            );
+            for threads in [1, 2, 3, 4, 8] {
+                let batches = read_in_parts(&input, threads, None).unwrap();
+                let read = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+                assert_eq!(
+                    read.columns(),
+                    whole(&left).columns(),
+                    "{extension}, {threads}"
+                );
+            }
+            for workers in [1, 3] {
+                let mut join = TableJoin::on(&["k"], &["k"]);
+                join.run.how = "full".into();
+                join.run.workers = Some(workers);
+                let expected = join.prepare(left.clone(), right.clone(), None).unwrap();
+                let from_files = join
+                    .prepare_sources(left_file.clone(), right_file.clone(), None)
+                    .unwrap();
+                let (expected, measured) = (
+                    expected.run(None, None).unwrap(),
+                    from_files.run(None, None).unwrap(),
+                );
+                assert_eq!(measured.output_rows, expected.output_rows, "{extension}");
+                assert_eq!(measured.checksum, expected.checksum, "{extension}");
+            }
+        }
+        // Told to stop, a read ends interrupted.
+        let Source::File { path, format } = write(&left, "parquet") else {
+            unreachable!()
+        };
+        let input = InputFile::open(&path, format, &["k".into()]).unwrap();
+        let stop = AtomicBool::new(true);
+        assert!(matches!(
+            read_in_parts(&input, 2, Some(&stop)),
+            Err(Error::Interrupted)
+        ));
     }
 
     #[test]
