@@ -238,6 +238,7 @@ def join(
         _count("workers", workers),
         _count("partitions", partitions),
         bool(stream),
+        bool(metrics),
         format,
         tuning or None,
     )

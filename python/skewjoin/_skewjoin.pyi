@@ -20,6 +20,7 @@ def join(
     workers: Optional[int],
     partitions: Optional[int],
     stream: bool,
+    metrics: bool,
     format: Optional[str],
     tuning: Optional[dict[str, Any]],
 ) -> tuple[pyarrow.Table | pyarrow.RecordBatchReader, Optional[str]]: ...

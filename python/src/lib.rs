@@ -352,9 +352,10 @@ fn prepare(
 }
 
 /// The join (see `skewjoin.join`): returns the output (a `pyarrow.Table`, or with `stream` a
-/// `pyarrow.RecordBatchReader`) and, for a whole table, the metrics as JSON.
+/// `pyarrow.RecordBatchReader`) and, with `metrics` (for a whole table), the metrics as JSON.
+/// Without `metrics` no row is hashed for the checksum nobody would see.
 #[pyfunction]
-#[pyo3(signature = (left, right, left_on, right_on, columns, how, strategy, workers, partitions, stream, format, tuning))]
+#[pyo3(signature = (left, right, left_on, right_on, columns, how, strategy, workers, partitions, stream, metrics, format, tuning))]
 #[allow(clippy::too_many_arguments)]
 fn join<'py>(
     py: Python<'py>,
@@ -368,12 +369,14 @@ fn join<'py>(
     workers: Option<usize>,
     partitions: Option<usize>,
     stream: bool,
+    metrics: bool,
     format: Option<&str>,
     tuning: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<(Bound<'py, PyAny>, Option<String>)> {
-    let request = request(
+    let mut request = request(
         left_on, right_on, columns, how, strategy, workers, partitions, tuning,
     )?;
+    request.checksum = metrics && !stream;
     let stop = Arc::new(AtomicBool::new(false));
     let prepared = prepare(py, left, right, format, request, &stop)?;
     let schema = prepared.output_schema();
@@ -418,7 +421,7 @@ fn join<'py>(
         Ok(())
     });
     let run_stop = Arc::clone(&stop);
-    let metrics = run_detached(py, &stop, move || prepared.run(Some(sink), Some(run_stop)))?;
+    let measured = run_detached(py, &stop, move || prepared.run(Some(sink), Some(run_stop)))?;
     let batches = std::mem::take(
         &mut *kept
             .lock()
@@ -426,9 +429,14 @@ fn join<'py>(
     );
     let table = arrow_pyarrow::Table::try_new(batches, schema)
         .map_err(|error| PyRuntimeError::new_err(error.to_string()))?;
-    let metrics = serde_json::to_string(&metrics)
-        .map_err(|error| PyRuntimeError::new_err(error.to_string()))?;
-    Ok((table.into_pyarrow(py)?, Some(metrics)))
+    let metrics = match metrics {
+        true => Some(
+            serde_json::to_string(&measured)
+                .map_err(|error| PyRuntimeError::new_err(error.to_string()))?,
+        ),
+        false => None,
+    };
+    Ok((table.into_pyarrow(py)?, metrics))
 }
 
 /// The plan (see `skewjoin.explain`) as JSON; with `analyze`, the join is run (its rows

@@ -63,18 +63,30 @@ impl SideData {
         threads: usize,
         stop: Option<&AtomicBool>,
     ) -> Result<SideData> {
-        SideData::from_batches_selecting(name, schema, batches, key_columns, None, threads, stop)
+        SideData::from_batches_selecting(
+            name,
+            schema,
+            batches,
+            key_columns,
+            None,
+            true,
+            threads,
+            stop,
+        )
     }
 
     /// As [`from_batches`](SideData::from_batches), keeping only the columns `selected` (indices
     /// into `schema`, in output order) where given: keys are read from every column, row
-    /// hashes and the kept batches are of the selected columns.
+    /// hashes and the kept batches are of the selected columns. Without `hashed` no row is
+    /// hashed (`hashes` is empty: every row's hash is 0), for a run whose checksum nobody reads.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn from_batches_selecting(
         name: &str,
         schema: SchemaRef,
         batches: Vec<RecordBatch>,
         key_columns: &[String],
         selected: Option<&[usize]>,
+        hashed: bool,
         threads: usize,
         stop: Option<&AtomicBool>,
     ) -> Result<SideData> {
@@ -113,13 +125,16 @@ impl SideData {
         let per_thread = pieces.len().div_ceil(threads.max(1)).max(1);
         let read = |run: &[RecordBatch]| -> Result<(Vec<Key>, Vec<u64>)> {
             let rows = run.iter().map(RecordBatch::num_rows).sum();
-            let (mut keys, mut hashes) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+            let hashed_rows = if hashed { rows } else { 0 };
+            let (mut keys, mut hashes) =
+                (Vec::with_capacity(rows), Vec::with_capacity(hashed_rows));
             for piece in run {
                 if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
                     return Err(Error::Interrupted);
                 }
                 keys.extend(extract_keys(piece, key_columns, path)?);
                 match selected {
+                    _ if !hashed => {}
                     Some(indices) => hashes.extend(row_hashes(&project(piece, indices)?)),
                     None => hashes.extend(row_hashes(piece)),
                 }
@@ -142,7 +157,7 @@ impl SideData {
                 .collect()
         });
         let mut keys = Vec::with_capacity(rows);
-        let mut hashes = Vec::with_capacity(rows);
+        let mut hashes = Vec::with_capacity(if hashed { rows } else { 0 });
         for run in runs {
             let (run_keys, run_hashes) = run?;
             keys.extend(run_keys);

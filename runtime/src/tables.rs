@@ -224,6 +224,10 @@ pub struct TableJoin {
     /// Whether the output rows are made (handed to an output), not only counted: `auto`
     /// weighs an output pair by it, as the command line does with and without `--output`.
     pub makes_output: bool,
+    /// Whether the run's checksum is computed (the metrics' `checksum`). Without it no row is
+    /// hashed, and the metrics say the checksum was not computed: a caller that keeps the
+    /// output and shows no metrics saves hashing every value of every row it reads.
+    pub checksum: bool,
 }
 
 impl TableJoin {
@@ -239,6 +243,7 @@ impl TableJoin {
             broadcast_limit: None,
             memory_limit: None,
             makes_output: true,
+            checksum: true,
         }
     }
 
@@ -405,6 +410,7 @@ impl TableJoin {
             choice,
             budget,
             prepare_seconds: start.elapsed().as_secs_f64(),
+            checksum: self.checksum,
         })
     }
 }
@@ -437,6 +443,7 @@ impl TableJoin {
             table.batches,
             key_columns,
             indices.as_deref(),
+            self.checksum,
             workers,
             stop,
         )
@@ -468,6 +475,7 @@ pub struct PreparedTables {
     choice: Choice,
     budget: BroadcastBudget,
     prepare_seconds: f64,
+    checksum: bool,
 }
 
 impl PreparedTables {
@@ -496,7 +504,7 @@ impl PreparedTables {
 
     /// Runs the join. Each batch of output rows (of [`output_schema`](Self::output_schema)) goes
     /// to `output` from the worker that made it, as it is made; without one the rows are only
-    /// counted and checksummed. Setting `stop` ends the run with [`Error::Interrupted`] within
+    /// counted (and checksummed, with [`TableJoin::checksum`]). Setting `stop` ends the run with [`Error::Interrupted`] within
     /// a step of the workers; an error from `output` ends it with that error.
     pub fn run(self, output: Option<BatchSink>, stop: Option<Arc<AtomicBool>>) -> Result<Metrics> {
         let schema = self.output_schema();
@@ -508,7 +516,11 @@ impl PreparedTables {
             workers: self.workers,
         };
         let output = output.map(|sink| OutputTarget::Batches { schema, sink });
-        let report = engine::run(self.left, self.right, plan, output, None, stop)?;
+        let mut report = engine::run(self.left, self.right, plan, output, None, stop)?;
+        if !self.checksum {
+            // Every row hashed as 0: what was summed is no checksum of the rows.
+            report.checksum = None;
+        }
         Ok(metrics_for(
             &self.choice,
             self.how,
@@ -655,6 +667,8 @@ mod tests {
                     join.run.how = how.name().into();
                     join.run.workers = Some(workers);
                     join.run.partitions = Some(partitions);
+                    // Rows not hashed for a checksum nobody reads join alike.
+                    join.checksum = workers == 1;
                     let prepared = match join.prepare(
                         table("left", &left_keys, 0, &[0, 3, 1, 0, 17, 64]),
                         table("right", &right_keys, 10_000, &[100, 0, 1]),
@@ -664,8 +678,14 @@ mod tests {
                         Err(Error::Usage(_)) => continue,
                         other => other.unwrap(),
                     };
+                    assert_eq!(prepared.left.hashes.is_empty(), !join.checksum);
+                    assert_eq!(prepared.right.hashes.is_empty(), !join.checksum);
                     let output = Arc::new(Mutex::new(Vec::new()));
                     let metrics = prepared.run(Some(collect_into(&output)), None).unwrap();
+                    assert_eq!(
+                        metrics.checksum == crate::metrics::NOT_COMPUTED,
+                        !join.checksum
+                    );
                     let output = output.lock().unwrap();
                     let rows: usize = output.iter().map(RecordBatch::num_rows).sum();
                     assert_eq!(rows as u64, metrics.output_rows);

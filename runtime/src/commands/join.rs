@@ -49,6 +49,7 @@ fn load_side(
         vec![batch],
         columns,
         indices.as_deref(),
+        true,
         max_threads(),
         None,
     )
