@@ -54,7 +54,17 @@ const FLAGS_AS_ARGUMENTS: [(&str, &str); 13] = [
     ("--select", "select"),
 ];
 
-fn in_python_terms(message: String) -> String {
+/// Advice of the command line's that names a flag this package has no argument for (CSV files'
+/// dialect is the command line's alone), and what is left of the sentence without it.
+const CLI_ONLY_ADVICE: [(&str, &str); 1] = [(
+    "pass `--null <value>` if it stands for NULL, or cast",
+    "or cast",
+)];
+
+fn in_python_terms(mut message: String) -> String {
+    for (advice, rest) in CLI_ONLY_ADVICE {
+        message = message.replace(advice, rest);
+    }
     // Only outside backticks: column names and values are quoted in them, and stay as they are.
     let parts: Vec<String> = message
         .split('`')

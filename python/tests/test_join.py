@@ -204,6 +204,18 @@ def test_files_by_path_give_their_chosen_columns(tmp_path, how):
         skewjoin.join(*paths, on="k", right_columns=["scor"])
 
 
+def test_a_csv_key_value_of_another_type_is_named_in_python_terms(tmp_path):
+    left, _ = tables(20)
+    pq.write_table(left, tmp_path / "left.parquet")
+    (tmp_path / "right.csv").write_text("k,score\n1,2.5\nn/a,3.5\n")
+    with pytest.raises(skewjoin.InputError) as raised:
+        skewjoin.join(tmp_path / "left.parquet", tmp_path / "right.csv", on="k")
+    message = str(raised.value)
+    # The value to fix, and no advice naming a command-line flag the package lacks.
+    assert "n/a" in message and "line 3" in message, message
+    assert "--" not in message, message
+
+
 def test_bad_column_choices_say_what_to_write():
     left, right = tables(30)
     with pytest.raises(skewjoin.InputError, match="select: no input has a column `nme`"):
