@@ -473,8 +473,10 @@ fn explain(
     let mut request = request(
         left_on, right_on, columns, how, strategy, workers, partitions, tuning,
     )?;
-    // Rows are counted, not made, as `skewjoin explain` without --output counts them.
+    // Rows are counted, not made, as `skewjoin explain` without --output counts them; they are
+    // hashed only for a run's checksum.
     request.makes_output = false;
+    request.checksum = analyze;
     let stop = Arc::new(AtomicBool::new(false));
     let prepared = prepare(py, left, right, format, request, &stop)?;
     let mut plan = prepared.plan(top);

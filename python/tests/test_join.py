@@ -216,6 +216,20 @@ def test_a_csv_key_value_of_another_type_is_named_in_python_terms(tmp_path):
     assert "--" not in message, message
 
 
+def test_the_checksum_of_a_join_is_that_of_its_rows():
+    # Rows are hashed only where the checksum is shown: with metrics, or explain's analyze.
+    left, right = tables(200)
+    _, metrics = skewjoin.join(left, right, on="k", metrics=True)
+    assert len(metrics["checksum"]) == 16 and int(metrics["checksum"], 16) != 0
+    plan = skewjoin.explain(left, right, on="k", analyze=True)
+    assert plan["measured"]["checksum"] == metrics["checksum"]
+    _, shuffled = skewjoin.join(left, right, on="k", strategy="shuffle", metrics=True)
+    assert shuffled["checksum"] == metrics["checksum"]
+    changed = left.set_column(1, "id", pa.array(range(1, 201), pa.int64()))
+    _, other = skewjoin.join(changed, right, on="k", metrics=True)
+    assert other["checksum"] != metrics["checksum"]
+
+
 def test_bad_column_choices_say_what_to_write():
     left, right = tables(30)
     with pytest.raises(skewjoin.InputError, match="select: no input has a column `nme`"):
