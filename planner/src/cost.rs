@@ -82,14 +82,20 @@ impl<K: JoinKey> KeyStats<K> {
 
     /// The `n` keys that produce the most output (ties: more records), most first.
     pub fn hottest(&self, n: usize) -> Vec<&KeyCount<K>> {
-        let mut keys: Vec<&KeyCount<K>> = self.keys.iter().collect();
-        keys.sort_by(|a, b| {
+        let hotter = |a: &&KeyCount<K>, b: &&KeyCount<K>| {
             b.pairs()
                 .cmp(&a.pairs())
                 .then((b.left + b.right).cmp(&(a.left + a.right)))
                 .then(a.key.cmp(&b.key))
-        });
-        keys.truncate(n);
+        };
+        let mut keys: Vec<&KeyCount<K>> = self.keys.iter().collect();
+        // The first `n` chosen before they are sorted: sorting all 1.5M keys of TPC-H's orders
+        // was a quarter of `skewjoin explain`'s time, for the 10 it shows.
+        if n < keys.len() {
+            keys.select_nth_unstable_by(n, hotter);
+            keys.truncate(n);
+        }
+        keys.sort_unstable_by(hotter);
         keys
     }
 
@@ -192,5 +198,28 @@ mod tests {
         assert_eq!(hot[0].key, 3);
         assert_eq!(hot[1].key, 1);
         assert_eq!(stats.distinct(), (3, 3));
+    }
+
+    /// The `n` hottest are the first `n` of every key in order, whatever `n`, ties included.
+    #[test]
+    fn the_hottest_n_are_the_first_n_of_all_in_order() {
+        let left: Vec<i64> = (0..600).map(|row| (row * 7919) % 97 % 23).collect();
+        let right: Vec<i64> = (0..300).map(|row| (row * 104_729) % 89 % 31).collect();
+        let stats = KeyStats::from_keys(&left, &right);
+        let all = stats.hottest(usize::MAX);
+        assert_eq!(all.len(), stats.keys.len());
+        let key = |k: &KeyCount<i64>| (k.pairs(), k.left + k.right);
+        for pair in all.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            assert!(
+                key(a) > key(b) || (key(a) == key(b) && a.key < b.key),
+                "{a:?} {b:?}"
+            );
+        }
+        for n in 0..=all.len() + 1 {
+            let first: Vec<i64> = stats.hottest(n).iter().map(|k| k.key).collect();
+            let expected: Vec<i64> = all.iter().take(n).map(|k| k.key).collect();
+            assert_eq!(first, expected, "n = {n}");
+        }
     }
 }
