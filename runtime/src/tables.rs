@@ -30,16 +30,14 @@
 //! assert_eq!(rows, 2);
 //! ```
 
-use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use skewjoin_operators::{JoinType, Side};
-use skewjoin_planner::exec_stream::split_at_cuts;
 use skewjoin_planner::skew_check::skew_reason;
 use skewjoin_planner::{Choice, Strategy, Tuning};
 
@@ -54,7 +52,6 @@ use crate::io::{check_key_compat, output_schema, FileFormat};
 use crate::memory::BroadcastBudget;
 use crate::metrics::Metrics;
 use crate::plan::{choose_strategy, metrics_for, plan_of, PlanFacts, PlanRequest};
-use crate::threads::{on_threads, InTurn};
 
 /// A table in memory: batches of one schema.
 #[derive(Clone, Debug)]
@@ -120,7 +117,7 @@ impl Opened {
         if let Some(names) = chosen {
             input.select(names, flag)?;
         }
-        let batches = read_in_parts(&input, threads, stop)?;
+        let batches = input.read_all(false, threads, stop)?;
         // The columns read: the chosen and the key columns, in the file's order.
         let schema = match batches.first() {
             Some(batch) => batch.schema(),
@@ -139,64 +136,6 @@ impl Opened {
             batches,
         })
     }
-}
-
-/// The rows of `input` in order, its parts (runs of Parquet row groups or Arrow IPC record
-/// batches) decoded on `threads` threads at once. Read on one thread, TPC-H's lineitem took
-/// longer than the join of it that followed.
-fn read_in_parts(
-    input: &InputFile,
-    threads: usize,
-    stop: Option<&AtomicBool>,
-) -> Result<Vec<RecordBatch>> {
-    let parts: Vec<(usize, Range<u64>)> = split_at_cuts(&input.cuts(), input.rows, threads.max(1))
-        .into_iter()
-        .filter(|rows| !rows.is_empty())
-        .enumerate()
-        .collect();
-    if parts.len() <= 1 {
-        return read_part(input, 0..input.rows, stop);
-    }
-    let in_turn = InTurn::new(&parts);
-    // Each thread's parts, numbered; every thread's panic is resumed before any error returns.
-    let threads = on_threads(
-        threads.min(parts.len()),
-        || -> Result<Vec<(usize, Vec<RecordBatch>)>> {
-            let mut read = Vec::new();
-            in_turn.try_each(|(part, rows)| {
-                read.push((*part, read_part(input, rows.clone(), stop)?));
-                Ok::<_, Error>(())
-            })?;
-            Ok(read)
-        },
-    );
-    let threads: Vec<_> = threads
-        .into_iter()
-        .map(|read| read.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-        .collect();
-    let mut parts = Vec::with_capacity(parts.len());
-    for thread in threads {
-        parts.extend(thread?);
-    }
-    parts.sort_unstable_by_key(|(part, _)| *part);
-    Ok(parts.into_iter().flat_map(|(_, batches)| batches).collect())
-}
-
-/// The rows `rows` of `input`, which begin and end at cuts, as batches; setting `stop` ends the
-/// read with [`Error::Interrupted`].
-fn read_part(
-    input: &InputFile,
-    rows: Range<u64>,
-    stop: Option<&AtomicBool>,
-) -> Result<Vec<RecordBatch>> {
-    let mut batches = Vec::new();
-    for batch in input.batches_of_rows(false, rows)? {
-        if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
-            return Err(Error::Interrupted);
-        }
-        batches.push(batch?);
-    }
-    Ok(batches)
 }
 
 /// How to join two tables: the key columns and what `skewjoin join`'s flags say past the files.
@@ -1043,7 +982,7 @@ mod tests {
                 input.cuts().len()
             );
             for threads in [1, 2, 3, 4, 8] {
-                let batches = read_in_parts(&input, threads, None).unwrap();
+                let batches = input.read_all(false, threads, None).unwrap();
                 let read = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
                 assert_eq!(
                     read.columns(),
@@ -1074,7 +1013,7 @@ mod tests {
         let input = InputFile::open(&path, format, &["k".into()]).unwrap();
         let stop = AtomicBool::new(true);
         assert!(matches!(
-            read_in_parts(&input, 2, Some(&stop)),
+            input.read_all(false, 2, Some(&stop)),
             Err(Error::Interrupted)
         ));
     }

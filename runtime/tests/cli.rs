@@ -1437,6 +1437,89 @@ fn explain_without_analyze_runs_nothing_and_reads_as_text() {
     assert!(!run.stdout.contains("measured:"), "{}", run.stdout);
 }
 
+/// `explain` reads only the key columns: its plan is the one `explain --analyze` makes from the
+/// whole files, and a column it does not need is never decoded (a corrupt one goes unnoticed,
+/// where `--analyze`, which runs the join, reports it).
+#[test]
+fn explain_reads_only_the_keys_and_plans_as_a_whole_read_does() {
+    let dir = tempfile::tempdir().unwrap();
+    for format in ["parquet", "csv", "arrow"] {
+        gen(dir.path(), format, format, "5");
+        let (left, right) = (
+            format!("{format}/left.{format}"),
+            format!("{format}/right.{format}"),
+        );
+        for (strategy, how) in [("auto", "inner"), ("am", "full"), ("tree", "left")] {
+            let plan = |analyze: bool| -> Value {
+                let mut args = vec!["explain", &left, &right, "--on", "key", "--json"];
+                args.extend(["-s", strategy, "--how", how, "-w", "3", "-p", "5", "-q"]);
+                if analyze {
+                    args.push("--analyze");
+                }
+                let run = skewjoin(dir.path(), &args).success();
+                let mut plan: Value = serde_json::from_str(&run.stdout).unwrap();
+                // What depends on the memory free at the time, and the run's own measures.
+                let fields = plan.as_object_mut().unwrap();
+                for field in ["broadcast_budget", "measured"] {
+                    fields.remove(field);
+                }
+                for side in ["left", "right"] {
+                    fields[side]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("fits_broadcast");
+                }
+                plan
+            };
+            assert_eq!(plan(false), plan(true), "{format} {strategy} {how}");
+        }
+    }
+
+    // A string column whose pages are garbage, beside a sound key column.
+    let rows = 50_000;
+    let batch = RecordBatch::try_from_iter([
+        (
+            "key",
+            Arc::new(Int64Array::from_iter_values((0..rows).map(|row| row % 997))) as ArrayRef,
+        ),
+        (
+            "pad",
+            Arc::new(StringArray::from_iter_values(
+                (0..rows).map(|row| format!("padding {row} {}", row * 7919)),
+            )),
+        ),
+    ])
+    .unwrap();
+    let path = dir.path().join("padded.parquet");
+    let mut writer =
+        ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    let pad = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
+        .unwrap()
+        .metadata()
+        .row_group(0)
+        .column(1)
+        .byte_range();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let (start, len) = (pad.0 as usize, pad.1 as usize);
+    bytes[start + len / 4..start + 3 * len / 4].fill(0xA5);
+    std::fs::write(&path, &bytes).unwrap();
+    let args = [
+        "explain",
+        "padded.parquet",
+        "parquet/right.parquet",
+        "--on",
+        "key",
+        "-q",
+    ];
+    let run = skewjoin(dir.path(), &args).success();
+    assert!(run.stdout.contains("hottest keys"), "{}", run.stdout);
+    let mut analyze = args.to_vec();
+    analyze.push("--analyze");
+    skewjoin(dir.path(), &analyze).fails(3, &["padded.parquet"]);
+}
+
 #[test]
 fn progress_goes_to_stderr_and_quiet_silences_it() {
     let dir = tempfile::tempdir().unwrap();

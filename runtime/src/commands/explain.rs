@@ -4,7 +4,7 @@ use crate::cli::ExplainArgs;
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 
-use super::join::{prepare, run_prepared, Inputs};
+use super::join::{prepare, run_prepared, Inputs, Reading};
 use super::write_stdout;
 use crate::plan::{plan_of, PlanFacts};
 
@@ -18,9 +18,15 @@ pub fn explain(args: ExplainArgs) -> Result<()> {
         ));
     }
     let mut progress = Progress::new(args.join.quiet);
-    let prepared = prepare(&args.join, &progress, false)?;
+    // Without --analyze nothing but the keys is looked at, and nothing else is read.
+    let reading = if args.analyze {
+        Reading::Whole
+    } else {
+        Reading::Keys
+    };
+    let prepared = prepare(&args.join, &progress, reading)?;
     let Inputs::Loaded(left, right) = &prepared.inputs else {
-        return Err(Error::Internal("explain reads its inputs whole".into()));
+        return Err(Error::Internal("explain reads its inputs' keys".into()));
     };
     let mut plan = plan_of(
         &PlanFacts {

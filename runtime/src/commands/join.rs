@@ -55,6 +55,34 @@ fn load_side(
     )
 }
 
+/// A side's keys alone, only its key columns decoded (on as many threads as there are cores);
+/// it keeps no column and no row hash.
+fn load_keys(side: &StreamSide) -> Result<SideData> {
+    let input = &side.input;
+    let batches = input.read_all(true, max_threads(), None)?;
+    let schema = match batches.first() {
+        Some(batch) => batch.schema(),
+        None => Arc::new(
+            input
+                .schema
+                .project(&input.key_projection())
+                .map_err(|error| {
+                    Error::Internal(format!("the keys of {}: {error}", input.path.display()))
+                })?,
+        ),
+    };
+    SideData::from_batches_selecting(
+        &input.path.display().to_string(),
+        schema,
+        batches,
+        &side.key_columns,
+        Some(&[]),
+        false,
+        max_threads(),
+        None,
+    )
+}
+
 /// The CPU cores here: the threads a whole file's keys and row hashes are read on.
 fn max_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -64,7 +92,7 @@ fn max_threads() -> usize {
 // One per run, moved once: boxing the larger variant would buy nothing.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Inputs {
-    /// Read whole, for `explain`, which looks at every key.
+    /// Read into memory for `explain`, which looks at every key: whole, or only the keys.
     Loaded(SideData, SideData),
     /// Opened and counted, to be read while the join runs.
     Streamed(StreamSide, StreamSide),
@@ -95,11 +123,23 @@ pub(super) struct Prepared {
     pub(super) output_encoding: Option<(FileFormat, OutputCompression)>,
 }
 
-/// Checks the arguments, reads both inputs (whole, or with `stream` only what planning needs:
-/// row counts, and the keys when `auto` checks them for skew) and chooses the strategy.
+/// How [`prepare`] reads the inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reading {
+    /// Only what planning needs (row counts, and the keys when `auto` checks them for skew):
+    /// the rest is read while the join runs.
+    Streamed,
+    /// Whole, every row kept and hashed: for `explain --analyze`, which runs the loaded join.
+    Whole,
+    /// The key columns alone: for `explain`, which looks at every key and at nothing else.
+    Keys,
+}
+
+/// Checks the arguments, reads both inputs as `reading` says and chooses the strategy.
 /// Everything that can be checked before the join runs is checked here, so a bad output path
 /// fails in a second, not after an hour of joining.
-pub(super) fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Result<Prepared> {
+pub(super) fn prepare(args: &JoinArgs, progress: &Progress, reading: Reading) -> Result<Prepared> {
+    let stream = reading == Reading::Streamed;
     let how = parse_how(&args.run.how)?;
     let strategy: Strategy = args
         .strategy
@@ -175,6 +215,9 @@ pub(super) fn prepare(args: &JoinArgs, progress: &Progress, stream: bool) -> Res
     let inputs = if stream {
         let (left, right) = open_streamed(true)?;
         Inputs::Streamed(left, right)
+    } else if reading == Reading::Keys {
+        let (left, right) = open_streamed(true)?;
+        Inputs::Loaded(load_keys(&left)?, load_keys(&right)?)
     } else {
         if columns.is_given() {
             // The chosen columns are checked from the files' footers (a CSV file's type pass)
@@ -344,7 +387,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
         return crate::cluster::join(args);
     }
     let mut progress = Progress::new(args.quiet);
-    let prepared = prepare(&args, &progress, true)?;
+    let prepared = prepare(&args, &progress, Reading::Streamed)?;
     let metrics = run_prepared(&args, prepared, &mut progress, !args.quiet)?;
     if !args.quiet {
         if args.output.is_none() {

@@ -18,6 +18,7 @@ use std::fs::File;
 use std::io::{BufReader, Read, Seek};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -28,6 +29,7 @@ use arrow::error::ArrowError;
 use arrow::ipc::reader::{FileReader, StreamReader};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
+use skewjoin_planner::exec_stream::split_at_cuts;
 
 use crate::error::{Error, Result};
 use crate::io::{
@@ -35,6 +37,7 @@ use crate::io::{
     key_kinds, open_input, parquet_read_error, read_error, read_table_share, row_group_rows,
     share_run, FileFormat, Share, ARROW_FILE_MAGIC,
 };
+use crate::threads::{on_threads, InTurn};
 
 /// Rows in each batch a read yields (the last may be shorter), unless
 /// [`set_batch_rows`](InputFile::set_batch_rows) says otherwise.
@@ -289,7 +292,7 @@ impl InputFile {
     }
 
     /// The key columns' indices, ascending and once each: the columns a keys-only read decodes.
-    fn key_projection(&self) -> Vec<usize> {
+    pub(crate) fn key_projection(&self) -> Vec<usize> {
         let mut indices = self.key_indices.clone();
         indices.sort_unstable();
         indices.dedup();
@@ -363,6 +366,63 @@ impl InputFile {
     /// naming the file, and end the batches.
     pub fn batches(&self, keys_only: bool) -> Result<Batches> {
         self.batches_of_groups(keys_only, None)
+    }
+
+    /// All this input's rows in order, as [`batches`](InputFile::batches) gives them (with
+    /// `keys_only`, only the key columns), its parts (runs of Parquet row groups or Arrow IPC
+    /// file record batches, [`cuts`](InputFile::cuts)) decoded on `threads` threads at once; a
+    /// CSV file or IPC stream, which cannot be cut, on one. Setting `stop` ends the read with
+    /// [`Error::Interrupted`]. Read on one thread, TPC-H's lineitem took longer than the join
+    /// of it that followed.
+    pub fn read_all(
+        &self,
+        keys_only: bool,
+        threads: usize,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Vec<RecordBatch>> {
+        let read_part = |rows: Range<u64>| -> Result<Vec<RecordBatch>> {
+            let mut batches = Vec::new();
+            for batch in self.batches_of_rows(keys_only, rows)? {
+                if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
+                    return Err(Error::Interrupted);
+                }
+                batches.push(batch?);
+            }
+            Ok(batches)
+        };
+        let parts: Vec<(usize, Range<u64>)> =
+            split_at_cuts(&self.cuts(), self.rows, threads.max(1))
+                .into_iter()
+                .filter(|rows| !rows.is_empty())
+                .enumerate()
+                .collect();
+        if parts.len() <= 1 {
+            return read_part(0..self.rows);
+        }
+        let in_turn = InTurn::new(&parts);
+        // Each thread's parts, numbered; every thread's panic is resumed before any error
+        // returns.
+        let threads = on_threads(
+            threads.min(parts.len()),
+            || -> Result<Vec<(usize, Vec<RecordBatch>)>> {
+                let mut read = Vec::new();
+                in_turn.try_each(|(part, rows)| {
+                    read.push((*part, read_part(rows.clone())?));
+                    Ok::<_, Error>(())
+                })?;
+                Ok(read)
+            },
+        );
+        let threads: Vec<_> = threads
+            .into_iter()
+            .map(|read| read.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect();
+        let mut parts = Vec::with_capacity(parts.len());
+        for thread in threads {
+            parts.extend(thread?);
+        }
+        parts.sort_unstable_by_key(|(part, _)| *part);
+        Ok(parts.into_iter().flat_map(|(_, batches)| batches).collect())
     }
 
     /// The rows `rows` in order, as [`batches`](InputFile::batches) gives them, for rows that
