@@ -163,8 +163,8 @@ def join(
         relation, anything else with ``__arrow_c_stream__`` (its Arrow buffers are used as they
         are, not copied; a pandas 2.2+ ``DataFrame`` has one too, but pyarrow converts it,
         copying, with a non-default index as a column), or the path of a Parquet, Arrow IPC
-        (.arrow, .ipc, .feather) or CSV file (Parquet and IPC files are decoded by the
-        workers, a run of row groups or record batches each).
+        (.arrow, .ipc, .feather) or CSV file (a Parquet or Arrow IPC file, not an IPC stream,
+        is decoded by the workers, a few runs of row groups or record batches each).
     on
         The key column, or list of columns, named the same on both sides.
     left_on, right_on

@@ -46,7 +46,8 @@ pub struct SideData {
     pub batches: Vec<RecordBatch>,
     /// The join key of each row.
     pub keys: Arc<[Key]>,
-    /// The stable hash of each row.
+    /// The stable hash of each row; empty where the rows were not hashed (no checksum is
+    /// computed), which the join reads as every row's hash being 0.
     pub hashes: Arc<[u64]>,
 }
 

@@ -186,12 +186,12 @@ impl TableJoin {
         }
     }
 
-    /// As [`prepare`](Self::prepare), for sides that may be files: a file is read here, a run of
-    /// its Parquet row groups or Arrow IPC record batches on each of the join's workers (a CSV
-    /// file or IPC stream on one), and where [`columns`](Self::columns) choose a side's columns only those and its key columns are
-    /// decoded (as `skewjoin join --left-columns` reads it; of a side the join type does not
-    /// output, only the keys), after the choice is checked against both sides' schemas (a
-    /// file's from its footer or header).
+    /// As [`prepare`](Self::prepare), for sides that may be files: a file is read here, its runs
+    /// of Parquet row groups or Arrow IPC record batches on the join's workers (a CSV file or
+    /// IPC stream on one; see [`InputFile::read_all`]), and where [`columns`](Self::columns)
+    /// choose a side's columns only those and its key columns are decoded (as `skewjoin join
+    /// --left-columns` reads it; of a side the join type does not output, only the keys), after
+    /// the choice is checked against both sides' schemas (a file's from its footer or header).
     pub fn prepare_sources(
         &self,
         left: Source,
@@ -443,8 +443,9 @@ impl PreparedTables {
 
     /// Runs the join. Each batch of output rows (of [`output_schema`](Self::output_schema)) goes
     /// to `output` from the worker that made it, as it is made; without one the rows are only
-    /// counted (and checksummed, with [`TableJoin::checksum`]). Setting `stop` ends the run with [`Error::Interrupted`] within
-    /// a step of the workers; an error from `output` ends it with that error.
+    /// counted (and checksummed, with [`TableJoin::checksum`]). Setting `stop` ends the run with
+    /// [`Error::Interrupted`] within a step of the workers; an error from `output` ends it with
+    /// that error.
     pub fn run(self, output: Option<BatchSink>, stop: Option<Arc<AtomicBool>>) -> Result<Metrics> {
         let schema = self.output_schema();
         let rows = (self.left.keys.len() as u64, self.right.keys.len() as u64);
@@ -944,7 +945,7 @@ mod tests {
         );
         let whole =
             |table: &Table| arrow::compute::concat_batches(&table.schema, &table.batches).unwrap();
-        // Parts of 7 rows: more parts than threads, and of unequal numbers per thread.
+        // Parts of 7 rows: more parts than threads, several of them read by each thread.
         let write = |table: &Table, extension: &str| -> Source {
             let path = dir.path().join(format!("{}.{extension}", table.name));
             let file = std::fs::File::create(&path).unwrap();

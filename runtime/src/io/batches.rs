@@ -390,8 +390,11 @@ impl InputFile {
             }
             Ok(batches)
         };
+        // Four parts a thread, taken in turn: a thread that draws a slow part does not hold up
+        // the others for long.
+        const PARTS_PER_THREAD: usize = 4;
         let parts: Vec<(usize, Range<u64>)> =
-            split_at_cuts(&self.cuts(), self.rows, threads.max(1))
+            split_at_cuts(&self.cuts(), self.rows, threads.max(1) * PARTS_PER_THREAD)
                 .into_iter()
                 .filter(|rows| !rows.is_empty())
                 .enumerate()
@@ -400,8 +403,8 @@ impl InputFile {
             return read_part(0..self.rows);
         }
         let in_turn = InTurn::new(&parts);
-        // Each thread's parts, numbered; every thread's panic is resumed before any error
-        // returns.
+        // Each thread's parts, numbered. A panic on any thread is resumed (the first thread's)
+        // before any thread's error is returned.
         let threads = on_threads(
             threads.min(parts.len()),
             || -> Result<Vec<(usize, Vec<RecordBatch>)>> {
