@@ -18,7 +18,7 @@ use crate::explain::{HotKey, Plan, SideSummary};
 use crate::io::{extract_keys, tally_keys};
 use crate::memory::{broadcast_budget, BroadcastBudget};
 use crate::metrics::Metrics;
-use crate::threads::{on_threads, InTurn};
+use crate::threads::try_in_turn;
 
 use crate::cli::checks::{check_vprp_flags, with_vprp_flags};
 
@@ -53,26 +53,20 @@ fn tally_rows(
 }
 
 /// Gives every part of `parts` to `count` on `threads` threads, each taking the largest part
-/// left and counting it in a sink of its own (`new_sink`): the sinks, or the first error (after
-/// which no thread takes another part).
+/// left and counting it in a sink of its own (`new_sink`): the sinks, or the error of the first
+/// part that failed (after which no thread takes another part).
 fn on_parts<S: Send>(
     parts: &[(&StreamSide, Side, Range<u64>)],
     threads: usize,
     new_sink: impl Fn() -> S + Sync,
     count: impl Fn(&mut S, &StreamSide, Side, Range<u64>) -> Result<()> + Sync,
 ) -> Result<Vec<S>> {
-    let threads = threads.min(parts.len());
-    let parts = InTurn::new(parts);
-    let sinks: Vec<Result<S>> = on_threads(threads, || -> Result<S> {
-        let mut sink = new_sink();
-        parts.try_each(|(input, side, rows)| count(&mut sink, input, *side, rows.clone()))?;
-        Ok(sink)
-    })
-    .into_iter()
-    .map(|sink| sink.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-    .collect();
-    // Every thread's panic is resumed above, before any thread's error is returned.
-    sinks.into_iter().collect()
+    try_in_turn(
+        parts,
+        threads.min(parts.len()),
+        new_sink,
+        |sink, _, (input, side, rows)| count(sink, input, *side, rows.clone()),
+    )
 }
 
 /// `auto`'s skew check over streamed inputs: a pass over the keys of each side; another where

@@ -117,19 +117,8 @@ impl Opened {
         if let Some(names) = chosen {
             input.select(names, flag)?;
         }
-        let batches = input.read_all(false, threads, stop)?;
         // The columns read: the chosen and the key columns, in the file's order.
-        let schema = match batches.first() {
-            Some(batch) => batch.schema(),
-            None => Arc::new(
-                input
-                    .schema
-                    .project(&input.read_columns())
-                    .map_err(|error| {
-                        Error::Internal(format!("selecting columns of {name}: {error}"))
-                    })?,
-            ),
-        };
+        let (schema, batches) = input.read_all(false, threads, stop)?;
         Ok(Table {
             name,
             schema,
@@ -983,8 +972,8 @@ mod tests {
                 input.cuts().len()
             );
             for threads in [1, 2, 3, 4, 8] {
-                let batches = input.read_all(false, threads, None).unwrap();
-                let read = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+                let (schema, batches) = input.read_all(false, threads, None).unwrap();
+                let read = arrow::compute::concat_batches(&schema, &batches).unwrap();
                 assert_eq!(
                     read.columns(),
                     whole(&left).columns(),

@@ -67,6 +67,46 @@ pub(crate) fn on_threads<R: Send>(
     })
 }
 
+/// Runs `work` on every item of `items` on `threads` threads (at least one) that take the items
+/// in turn, each into a state of its own made by `new_state`; `work` is given the item's place
+/// in `items` too. Returns the threads' states, or the error of the earliest item that failed:
+/// after a failure no thread takes another item, and the items before it had all been taken and
+/// are finished, so that error is the first item's that fails, whichever thread hit it and
+/// whenever (a file's first bad part, not a part that one thread happened to fail first). A
+/// thread's panic is resumed before any error is returned.
+pub(crate) fn try_in_turn<I: Send, S: Send, E: Send>(
+    items: impl IntoIterator<Item = I, IntoIter: Send>,
+    threads: usize,
+    new_state: impl Fn() -> S + Sync,
+    work: impl Fn(&mut S, usize, I) -> Result<(), E> + Sync,
+) -> Result<Vec<S>, E> {
+    let items = InTurn::new(items.into_iter().enumerate());
+    let results = on_threads(threads, || -> Result<S, (usize, E)> {
+        let mut state = new_state();
+        items.try_each(|(place, item)| work(&mut state, place, item).map_err(|e| (place, e)))?;
+        Ok(state)
+    });
+    let mut states = Vec::with_capacity(results.len());
+    let mut first_failure: Option<(usize, E)> = None;
+    for result in results {
+        match result.unwrap_or_else(|panic| std::panic::resume_unwind(panic)) {
+            Ok(state) => states.push(state),
+            Err((place, error)) => {
+                if first_failure
+                    .as_ref()
+                    .is_none_or(|(first, _)| place < *first)
+                {
+                    first_failure = Some((place, error));
+                }
+            }
+        }
+    }
+    match first_failure {
+        Some((_, error)) => Err(error),
+        None => Ok(states),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +183,54 @@ mod tests {
             assert_eq!(later.load(Ordering::SeqCst), 0, "{threads} threads");
             assert_eq!(items.take(), None, "{threads} threads");
         }
+    }
+
+    #[test]
+    fn the_error_returned_is_the_earliest_failing_items() {
+        // Each of `threads` threads holds one of the first items (the barrier); items 1 and 3
+        // fail, item 3 first: item 1 waits until item 3 has failed. Item 1's error is returned
+        // whichever thread held it. Every state comes back where nothing fails.
+        for threads in [4, 5, 8] {
+            let held = Barrier::new(threads);
+            let three_failed = AtomicUsize::new(0);
+            let result = try_in_turn(
+                0..1000u32,
+                threads,
+                Vec::new,
+                |done: &mut Vec<u32>, place, item| {
+                    assert_eq!(place, item as usize);
+                    if (item as usize) < threads {
+                        held.wait();
+                    }
+                    match item {
+                        3 => {
+                            three_failed.store(1, Ordering::SeqCst);
+                            Err(format!("item {item}"))
+                        }
+                        1 => {
+                            while three_failed.load(Ordering::SeqCst) == 0 {
+                                std::thread::yield_now();
+                            }
+                            Err(format!("item {item}"))
+                        }
+                        _ => {
+                            done.push(item);
+                            Ok(())
+                        }
+                    }
+                },
+            );
+            assert_eq!(result, Err("item 1".to_string()), "{threads} threads");
+        }
+        let states = try_in_turn(0..100u32, 3, Vec::new, |done, _, item| {
+            done.push(item);
+            Ok::<_, ()>(())
+        })
+        .unwrap();
+        assert_eq!(states.len(), 3);
+        let mut all: Vec<u32> = states.into_iter().flatten().collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..100).collect::<Vec<_>>());
     }
 
     #[test]

@@ -521,7 +521,7 @@ fn bad_column_flags_are_refused_with_the_fix() {
         &["no input has a column `NAME`", "did you mean `name`?"],
     );
     assert!(!path.join("out.parquet").exists(), "no output on error");
-    // `explain`, which reads its inputs whole, checks the flags from the footers first.
+    // `explain` checks the flags against the footers too, before it decodes a row.
     let explain = skewjoin(
         path,
         &[

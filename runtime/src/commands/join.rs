@@ -5,7 +5,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use skewjoin_operators::{JoinType, Side};
 use skewjoin_planner::skew_check::skew_reason;
@@ -14,10 +13,7 @@ use skewjoin_planner::{Choice, Strategy};
 use crate::cli::JoinArgs;
 use crate::engine::{self, JoinPlan, OutputTarget, SideData, StreamSide};
 use crate::error::{Error, Result};
-use crate::io::batches::column_indices;
-use crate::io::{
-    check_key_compat, output_schema, read_table, FileFormat, OutputCompression, OutputWriter,
-};
+use crate::io::{check_key_compat, output_schema, FileFormat, OutputCompression, OutputWriter};
 use crate::memory::BroadcastBudget;
 use crate::metrics::Metrics;
 use crate::progress::Progress;
@@ -30,25 +26,18 @@ use crate::cli::checks::{
 use crate::output_file::write_atomically;
 use crate::plan::{choose_strategy, metrics_for, streamed_skew, PlanRequest};
 
-/// A whole input read into memory, its keys read and rows hashed; `selected` (see
-/// [`output_columns`], and `flag` that chose them) chooses the columns kept for the output.
-fn load_side(
-    path: &Path,
-    batch: RecordBatch,
-    columns: &[String],
-    selected: Option<&[String]>,
-    flag: &str,
-) -> Result<SideData> {
-    let schema = batch.schema();
-    let indices = selected
-        .map(|names| column_indices(&schema, names, path, flag))
-        .transpose()?;
+/// A side read whole (its chosen and key columns, where columns were chosen, on as many
+/// threads as there are cores), its keys read and rows hashed, the chosen columns kept for the
+/// output.
+fn load_whole(side: &StreamSide) -> Result<SideData> {
+    let input = &side.input;
+    let (schema, batches) = input.read_all(false, max_threads(), None)?;
     SideData::from_batches_selecting(
-        &path.display().to_string(),
+        &input.path.display().to_string(),
         schema,
-        vec![batch],
-        columns,
-        indices.as_deref(),
+        batches,
+        &side.key_columns,
+        input.selected_positions(),
         true,
         max_threads(),
         None,
@@ -59,18 +48,7 @@ fn load_side(
 /// it keeps no column and no row hash.
 fn load_keys(side: &StreamSide) -> Result<SideData> {
     let input = &side.input;
-    let batches = input.read_all(true, max_threads(), None)?;
-    let schema = match batches.first() {
-        Some(batch) => batch.schema(),
-        None => Arc::new(
-            input
-                .schema
-                .project(&input.key_projection())
-                .map_err(|error| {
-                    Error::Internal(format!("the keys of {}: {error}", input.path.display()))
-                })?,
-        ),
-    };
+    let (schema, batches) = input.read_all(true, max_threads(), None)?;
     SideData::from_batches_selecting(
         &input.path.display().to_string(),
         schema,
@@ -129,7 +107,8 @@ pub(super) enum Reading {
     /// Only what planning needs (row counts, and the keys when `auto` checks them for skew):
     /// the rest is read while the join runs.
     Streamed,
-    /// Whole, every row kept and hashed: for `explain --analyze`, which runs the loaded join.
+    /// Whole (the chosen and key columns, where columns were chosen), every row kept and
+    /// hashed: for `explain --analyze`, which runs the loaded join.
     Whole,
     /// The key columns alone: for `explain`, which looks at every key and at nothing else.
     Keys,
@@ -187,70 +166,28 @@ pub(super) fn prepare(args: &JoinArgs, progress: &Progress, reading: Reading) ->
         args.right.display().to_string(),
     ];
     let inputs = [inputs[0].as_str(), inputs[1].as_str()];
-    // `announce`: say each file's name as it is opened (not where it is opened only to check
-    // the chosen columns before it is read whole).
-    let open_streamed = |announce: bool| -> Result<(StreamSide, StreamSide)> {
-        if announce {
-            say_reading(&args.left);
-        }
-        let mut left = StreamSide::open(&args.left, left_format, &left_on)?;
-        if announce {
-            say_reading(&args.right);
-        }
-        let mut right = StreamSide::open(&args.right, right_format, &right_on)?;
-        check_key_compat(
-            (&args.left, left.input.schema.as_ref(), &left_on),
-            (&args.right, right.input.schema.as_ref(), &right_on),
-        )?;
-        let schemas = [left.input.schema.as_ref(), right.input.schema.as_ref()];
-        let [left_columns, right_columns] = output_columns(&columns, how, schemas, keys, inputs)?;
-        if let Some(names) = left_columns {
-            left.select(&names, columns.flag(Side::Left))?;
-        }
-        if let Some(names) = right_columns {
-            right.select(&names, columns.flag(Side::Right))?;
-        }
-        Ok((left, right))
-    };
-    let inputs = if stream {
-        let (left, right) = open_streamed(true)?;
-        Inputs::Streamed(left, right)
-    } else if reading == Reading::Keys {
-        let (left, right) = open_streamed(true)?;
-        Inputs::Loaded(load_keys(&left)?, load_keys(&right)?)
-    } else {
-        if columns.is_given() {
-            // The chosen columns are checked from the files' footers (a CSV file's type pass)
-            // before the files are read whole: a misspelled name is said at once.
-            progress.say("checking the chosen columns against the files' schemas");
-            open_streamed(false)?;
-        }
-        say_reading(&args.left);
-        let left = read_table(&args.left, left_format)?;
-        say_reading(&args.right);
-        let right = read_table(&args.right, right_format)?;
-        check_key_compat(
-            (&args.left, left.schema().as_ref(), &left_on),
-            (&args.right, right.schema().as_ref(), &right_on),
-        )?;
-        let (left_schema, right_schema) = (left.schema(), right.schema());
-        let [left_columns, right_columns] =
-            output_columns(&columns, how, [&left_schema, &right_schema], keys, inputs)?;
-        let left = load_side(
-            &args.left,
-            left,
-            &left_on,
-            left_columns.as_deref(),
-            columns.flag(Side::Left),
-        )?;
-        let right = load_side(
-            &args.right,
-            right,
-            &right_on,
-            right_columns.as_deref(),
-            columns.flag(Side::Right),
-        )?;
-        Inputs::Loaded(left, right)
+    // Opened as the streamed join opens them: the footers (a CSV file's type pass) say whether
+    // the keys can be joined and the chosen columns exist before anything is decoded.
+    say_reading(&args.left);
+    let mut left = StreamSide::open(&args.left, left_format, &left_on)?;
+    say_reading(&args.right);
+    let mut right = StreamSide::open(&args.right, right_format, &right_on)?;
+    check_key_compat(
+        (&args.left, left.input.schema.as_ref(), &left_on),
+        (&args.right, right.input.schema.as_ref(), &right_on),
+    )?;
+    let schemas = [left.input.schema.as_ref(), right.input.schema.as_ref()];
+    let [left_columns, right_columns] = output_columns(&columns, how, schemas, keys, inputs)?;
+    if let Some(names) = left_columns {
+        left.select(&names, columns.flag(Side::Left))?;
+    }
+    if let Some(names) = right_columns {
+        right.select(&names, columns.flag(Side::Right))?;
+    }
+    let inputs = match reading {
+        Reading::Streamed => Inputs::Streamed(left, right),
+        Reading::Keys => Inputs::Loaded(load_keys(&left)?, load_keys(&right)?),
+        Reading::Whole => Inputs::Loaded(load_whole(&left)?, load_whole(&right)?),
     };
     let rows = match &inputs {
         Inputs::Loaded(left, right) => (left.keys.len() as u64, right.keys.len() as u64),

@@ -37,7 +37,7 @@ use crate::io::{
     key_kinds, open_input, parquet_read_error, read_error, read_table_share, row_group_rows,
     share_run, FileFormat, Share, ARROW_FILE_MAGIC,
 };
-use crate::threads::{on_threads, InTurn};
+use crate::threads::try_in_turn;
 
 /// Rows in each batch a read yields (the last may be shorter), unless
 /// [`set_batch_rows`](InputFile::set_batch_rows) says otherwise.
@@ -277,6 +277,15 @@ impl InputFile {
         }
     }
 
+    /// The places of the selected columns ([`selected`](InputFile::selected)) among those a read
+    /// of whole rows decodes ([`read_columns`](InputFile::read_columns)), in the selection's
+    /// order; `None` where every column is read and selected.
+    pub(crate) fn selected_positions(&self) -> Option<&[usize]> {
+        self.projection
+            .as_ref()
+            .map(|(_, positions)| positions.as_slice())
+    }
+
     /// The selected columns ([`selected`](InputFile::selected)) of a batch of whole rows that
     /// [`batches`](InputFile::batches) gave.
     pub fn selected_columns(&self, batch: &RecordBatch) -> Result<RecordBatch> {
@@ -373,8 +382,36 @@ impl InputFile {
     /// file record batches, [`cuts`](InputFile::cuts)) decoded on `threads` threads at once; a
     /// CSV file or IPC stream, which cannot be cut, on one. Setting `stop` ends the read with
     /// [`Error::Interrupted`]. Read on one thread, TPC-H's lineitem took longer than the join
-    /// of it that followed.
+    /// of it that followed. Returns the schema of the columns read (the batches' schema, also
+    /// where there is no row) and the batches.
     pub fn read_all(
+        &self,
+        keys_only: bool,
+        threads: usize,
+        stop: Option<&AtomicBool>,
+    ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        let batches = self.read_all_batches(keys_only, threads, stop)?;
+        let schema = match batches.first() {
+            Some(batch) => batch.schema(),
+            None => {
+                let columns = if keys_only {
+                    self.key_projection()
+                } else {
+                    self.read_columns()
+                };
+                Arc::new(self.schema.project(&columns).map_err(|error| {
+                    Error::Internal(format!(
+                        "selecting columns of {}: {error}",
+                        self.path.display()
+                    ))
+                })?)
+            }
+        };
+        Ok((schema, batches))
+    }
+
+    /// The batches of [`read_all`](InputFile::read_all).
+    fn read_all_batches(
         &self,
         keys_only: bool,
         threads: usize,
@@ -393,37 +430,20 @@ impl InputFile {
         // Four parts a thread, taken in turn: a thread that draws a slow part does not hold up
         // the others for long.
         const PARTS_PER_THREAD: usize = 4;
-        let parts: Vec<(usize, Range<u64>)> =
+        let parts: Vec<Range<u64>> =
             split_at_cuts(&self.cuts(), self.rows, threads.max(1) * PARTS_PER_THREAD)
                 .into_iter()
                 .filter(|rows| !rows.is_empty())
-                .enumerate()
                 .collect();
         if parts.len() <= 1 {
             return read_part(0..self.rows);
         }
-        let in_turn = InTurn::new(&parts);
-        // Each thread's parts, numbered. A panic on any thread is resumed (the first thread's)
-        // before any thread's error is returned.
-        let threads = on_threads(
-            threads.min(parts.len()),
-            || -> Result<Vec<(usize, Vec<RecordBatch>)>> {
-                let mut read = Vec::new();
-                in_turn.try_each(|(part, rows)| {
-                    read.push((*part, read_part(rows.clone())?));
-                    Ok::<_, Error>(())
-                })?;
-                Ok(read)
-            },
-        );
-        let threads: Vec<_> = threads
-            .into_iter()
-            .map(|read| read.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            .collect();
-        let mut parts = Vec::with_capacity(parts.len());
-        for thread in threads {
-            parts.extend(thread?);
-        }
+        let threads = threads.min(parts.len());
+        let read = try_in_turn(parts, threads, Vec::new, |read, part, rows| {
+            read.push((part, read_part(rows)?));
+            Ok::<_, Error>(())
+        })?;
+        let mut parts: Vec<(usize, Vec<RecordBatch>)> = read.into_iter().flatten().collect();
         parts.sort_unstable_by_key(|(part, _)| *part);
         Ok(parts.into_iter().flat_map(|(_, batches)| batches).collect())
     }
