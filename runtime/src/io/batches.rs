@@ -131,8 +131,11 @@ impl InputFile {
                     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
                         .map_err(|error| parquet_read_error(path, error))?;
                     group_rows = row_group_rows(builder.metadata());
-                    let rows = builder.metadata().file_metadata().num_rows();
-                    (builder.schema().clone(), rows.max(0) as u64, None)
+                    // The row groups' counts, not the footer's total: they are what the reader
+                    // decodes, and where a faulty writer's total disagrees, the parts of the
+                    // file would not end where the row groups do.
+                    let rows = group_rows.iter().sum();
+                    (builder.schema().clone(), rows, None)
                 }
                 FileFormat::Csv => {
                     let csv = csv_syntax_of_file(path, &mut file)?.format()?;

@@ -357,6 +357,72 @@ fn truncated_files_are_input_errors_not_panics() {
     input_message(read_table(&path, FileFormat::ArrowIpc));
 }
 
+/// `path`'s Parquet footer patched to say `claimed` rows in all where it says `rows`, its row
+/// groups unchanged; both counts between 64 and 8191, so that the patch is the same length. The
+/// parquet crate's own metadata writer recomputes the count, so the thrift is patched in place:
+/// `FileMetaData` field 3, an i64 (compact protocol: the header byte 0x16, then the zigzag
+/// varint), right after the schema.
+fn claim_parquet_rows(path: &Path, rows: i64, claimed: i64) {
+    let varint = |value: i64| {
+        let zigzag = ((value << 1) ^ (value >> 63)) as u64;
+        assert!((128..16384).contains(&zigzag));
+        [0x80 | (zigzag & 0x7f) as u8, (zigzag >> 7) as u8]
+    };
+    let mut bytes = std::fs::read(path).unwrap();
+    let footer = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap());
+    let start = bytes.len() - 8 - footer as usize;
+    let [low, high] = varint(rows);
+    let found: Vec<usize> = (start..bytes.len() - 3)
+        .filter(|&at| bytes[at..at + 3] == [0x16, low, high])
+        .collect();
+    assert_eq!(found.len(), 1, "the footer's row count, once");
+    bytes[found[0] + 1..found[0] + 3].copy_from_slice(&varint(claimed));
+    std::fs::write(path, bytes).unwrap();
+    let metadata = parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&File::open(path).unwrap())
+        .unwrap();
+    assert_eq!(metadata.file_metadata().num_rows(), claimed);
+}
+
+#[test]
+fn a_footers_row_count_gives_way_to_its_row_groups() {
+    // A writer that miscounts in the footer's total still wrote every row group's count, and
+    // those rows are what the reader decodes: a file read whole reads them, and so must a file
+    // read in parts, where the parts are cut by the footer's counts.
+    let dir = TempDir::new().unwrap();
+    let table = numbered(100);
+    let path = dir.path().join("groups.parquet");
+    let mut writer = ArrowWriter::try_new(
+        File::create(&path).unwrap(),
+        table.schema(),
+        Some(
+            WriterProperties::builder()
+                .set_max_row_group_row_count(Some(7))
+                .build(),
+        ),
+    )
+    .unwrap();
+    writer.write(&table).unwrap();
+    writer.close().unwrap();
+    let mut says = 100;
+    for claimed in [93, 107] {
+        claim_parquet_rows(&path, says, claimed);
+        says = claimed;
+        assert_eq!(read_table(&path, FileFormat::Parquet).unwrap(), table);
+        let input =
+            batches::InputFile::open(&path, FileFormat::Parquet, &["id".into()]).unwrap();
+        assert_eq!(input.rows, 100, "footer says {claimed}");
+        for threads in [1, 2, 3] {
+            let (schema, batches) = input.read_all(false, threads, None).unwrap();
+            assert_eq!(
+                concat_batches(&schema, &batches).unwrap(),
+                table,
+                "footer says {claimed}, {threads} threads"
+            );
+        }
+    }
+}
+
 #[test]
 fn invalid_utf8_in_csv_names_the_line() {
     let dir = TempDir::new().unwrap();
