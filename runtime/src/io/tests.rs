@@ -262,6 +262,23 @@ fn decimals_hash_by_value_and_scale_at_every_width() {
             .unwrap(),
     ));
     assert_ne!(rescaled[0], wide[0], "1.50 and 0.150 differ");
+    // Values past 64 bits hash apart from the values of their low word alone.
+    let past = [
+        5i128,
+        (1 << 64) + 5,
+        5 - (1 << 64),
+        i64::MIN.into(),
+        i128::from(i64::MIN) - 1,
+    ];
+    let past = hashes(Arc::new(
+        Decimal128Array::from(past.to_vec())
+            .with_precision_and_scale(38, 2)
+            .unwrap(),
+    ));
+    let mut distinct = past.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), past.len(), "{past:?}");
 }
 
 #[test]
@@ -409,8 +426,7 @@ fn a_footers_row_count_gives_way_to_its_row_groups() {
         claim_parquet_rows(&path, says, claimed);
         says = claimed;
         assert_eq!(read_table(&path, FileFormat::Parquet).unwrap(), table);
-        let input =
-            batches::InputFile::open(&path, FileFormat::Parquet, &["id".into()]).unwrap();
+        let input = batches::InputFile::open(&path, FileFormat::Parquet, &["id".into()]).unwrap();
         assert_eq!(input.rows, 100, "footer says {claimed}");
         for threads in [1, 2, 3] {
             let (schema, batches) = input.read_all(false, threads, None).unwrap();
