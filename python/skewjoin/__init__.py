@@ -268,8 +268,9 @@ def explain(
 ) -> dict:
     """The plan of a join, as ``skewjoin explain --json`` prints it, as a ``dict``: the strategy
     and the reason for it, each side's rows, distinct and NULL keys, the ``top`` hottest keys
-    with the pairs they make, and the predicted load of every partition. With ``analyze=True``
-    the join also runs (its rows are counted, not kept) and ``plan["measured"]`` holds its
+    with the pairs they make, and the predicted load of every partition. Of a file given by
+    path only the key columns are decoded. With ``analyze=True`` the join also runs (its rows
+    are counted, not kept; the files are read whole) and ``plan["measured"]`` holds its
     :class:`Metrics`. The arguments are :func:`join`'s."""
     left_keys, right_keys = _key_columns(on, left_on, right_on)
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:

@@ -478,14 +478,23 @@ fn explain(
     request.makes_output = false;
     request.checksum = analyze;
     let stop = Arc::new(AtomicBool::new(false));
-    let prepared = prepare(py, left, right, format, request, &stop)?;
-    let mut plan = prepared.plan(top);
-    if analyze {
+    let plan = if analyze {
+        let prepared = prepare(py, left, right, format, request, &stop)?;
+        let mut plan = prepared.plan(top);
         let run_stop = Arc::clone(&stop);
         plan.measured = Some(run_detached(py, &stop, move || {
             prepared.run(None, Some(run_stop))
         })?);
-    }
+        plan
+    } else {
+        // Only the keys are looked at, so of a file only its key columns are decoded.
+        let left = source_from(left, "left", format)?;
+        let right = source_from(right, "right", format)?;
+        let plan_stop = Arc::clone(&stop);
+        run_detached(py, &stop, move || {
+            request.plan_sources(left, right, top, Some(&plan_stop))
+        })?
+    };
     serde_json::to_string(&plan).map_err(|error| PyRuntimeError::new_err(error.to_string()))
 }
 

@@ -360,6 +360,31 @@ def test_explain_returns_the_plan_and_analyze_measures():
     assert plan["measured"].output_rows == len(duckdb_rows(left, right, "inner"))
 
 
+def test_explain_decodes_only_the_keys_of_a_file(tmp_path):
+    # A string column whose pages are garbage, beside a sound key column: the plan needs the
+    # keys alone and is made; a run, which reads every column, names the file.
+    rows = 50_000
+    padded = pa.table({
+        "k": pa.array([row % 997 for row in range(rows)], pa.int64()),
+        "pad": pa.array([f"padding {row} {row * 7919}" for row in range(rows)]),
+    })
+    path = tmp_path / "padded.parquet"
+    pq.write_table(padded, path)
+    pad = pq.ParquetFile(path).metadata.row_group(0).column(1)
+    start = pad.dictionary_page_offset or pad.data_page_offset
+    length = pad.total_compressed_size
+    data = bytearray(path.read_bytes())
+    data[start + length // 4:start + 3 * length // 4] = b"\xa5" * (length // 2)
+    path.write_bytes(bytes(data))
+    right = pa.table({"k": pa.array(range(997), pa.int64())})
+    plan = skewjoin.explain(str(path), right, on="k", workers=2)
+    assert plan["left"]["rows"] == rows
+    assert plan["left"]["distinct_keys"] == 997
+    assert plan["strategy"] == skewjoin.explain(padded, right, on="k", workers=2)["strategy"]
+    with pytest.raises(skewjoin.InputError, match="padded.parquet"):
+        skewjoin.explain(str(path), right, on="k", workers=2, analyze=True)
+
+
 def test_bad_arguments_and_inputs_raise_what_they_are():
     left, right = tables(30)
     with pytest.raises(skewjoin.InputError, match="nope"):

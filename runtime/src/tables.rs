@@ -86,6 +86,15 @@ enum Opened {
 }
 
 impl Opened {
+    /// A table as it is, or a file opened (its schema, key columns and row count read) with
+    /// `keys` as its key columns.
+    fn new(source: Source, keys: &[String]) -> Result<Opened> {
+        match source {
+            Source::Table(table) => Ok(Opened::Table(table)),
+            Source::File { path, format } => InputFile::open(&path, format, keys).map(Opened::File),
+        }
+    }
+
     fn schema(&self) -> SchemaRef {
         match self {
             Opened::Table(table) => Arc::clone(&table.schema),
@@ -97,6 +106,21 @@ impl Opened {
         match self {
             Opened::Table(table) => table.name.clone(),
             Opened::File(input) => input.path.display().to_string(),
+        }
+    }
+
+    /// A table as it is, or a file's key columns alone read on `threads` threads.
+    fn read_keys(self, threads: usize, stop: Option<&AtomicBool>) -> Result<Table> {
+        match self {
+            Opened::Table(table) => Ok(table),
+            Opened::File(input) => {
+                let (schema, batches) = input.read_all(true, threads, stop)?;
+                Ok(Table {
+                    name: input.path.display().to_string(),
+                    schema,
+                    batches,
+                })
+            }
         }
     }
 
@@ -187,16 +211,8 @@ impl TableJoin {
         right: Source,
         stop: Option<&AtomicBool>,
     ) -> Result<PreparedTables> {
-        let open = |source: Source, keys: &[String]| -> Result<Opened> {
-            match source {
-                Source::Table(table) => Ok(Opened::Table(table)),
-                Source::File { path, format } => {
-                    InputFile::open(&path, format, keys).map(Opened::File)
-                }
-            }
-        };
-        let left = open(left, &self.left_on)?;
-        let right = open(right, &self.right_on)?;
+        let left = Opened::new(left, &self.left_on)?;
+        let right = Opened::new(right, &self.right_on)?;
         let (threads, _) = layout(&self.run)?;
         if !self.columns.is_given() {
             let left = left.read(None, "", threads, stop)?;
@@ -237,6 +253,49 @@ impl TableJoin {
             ..self.clone()
         };
         join.prepare(left, right, stop)
+    }
+
+    /// The plan of this join of `left` and `right` ([`PreparedTables::plan`], `top` hottest
+    /// keys), from their keys alone: of a file only the key columns are decoded, on the join's
+    /// workers, as `skewjoin explain` reads it, and no row is hashed. A column choice is checked
+    /// against the schemas as [`prepare_sources`](Self::prepare_sources) checks it, though no
+    /// column but the keys is read.
+    pub fn plan_sources(
+        &self,
+        left: Source,
+        right: Source,
+        top: usize,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Plan> {
+        let left = Opened::new(left, &self.left_on)?;
+        let right = Opened::new(right, &self.right_on)?;
+        let (threads, _) = layout(&self.run)?;
+        if self.columns.is_given() {
+            let how = self.how()?;
+            let chosen = output_columns(
+                &self.columns,
+                how,
+                [left.schema().as_ref(), right.schema().as_ref()],
+                [&self.left_on, &self.right_on],
+                [&left.name(), &right.name()],
+            )?;
+            // Each side's names, as a read of its columns would look them up.
+            let sides = [(&left, Side::Left), (&right, Side::Right)];
+            for ((opened, side), names) in sides.into_iter().zip(read_columns(how, chosen)) {
+                if let Some(names) = names {
+                    let (schema, name) = (opened.schema(), opened.name());
+                    column_indices(&schema, &names, Path::new(&name), self.columns.flag(side))?;
+                }
+            }
+        }
+        let left = left.read_keys(threads, stop)?;
+        let right = right.read_keys(threads, stop)?;
+        let keys_only = TableJoin {
+            columns: ColumnChoice::default(),
+            checksum: false,
+            ..self.clone()
+        };
+        Ok(keys_only.prepare(left, right, stop)?.plan(top))
     }
 
     /// The join type `run.how` names.
@@ -995,6 +1054,43 @@ mod tests {
                 assert_eq!(measured.output_rows, expected.output_rows, "{extension}");
                 assert_eq!(measured.checksum, expected.checksum, "{extension}");
             }
+            // A plan from the keys alone is the plan of the files read whole, or of the tables.
+            let plan_json = |plan: Plan| {
+                let mut json = serde_json::to_value(&plan).unwrap();
+                // What memory was free when the plan was made.
+                json.as_object_mut().unwrap().remove("broadcast_budget");
+                json
+            };
+            for (how, strategy) in [("inner", "auto"), ("left", "ib"), ("full", "shuffle")] {
+                let mut join = TableJoin::on(&["k"], &["k"]);
+                join.run.how = how.into();
+                join.strategy = strategy.into();
+                join.run.workers = Some(2);
+                let case = format!("{extension} {how} {strategy}");
+                let whole = join
+                    .prepare_sources(left_file.clone(), right_file.clone(), None)
+                    .unwrap()
+                    .plan(5);
+                assert!(!whole.hot_keys.is_empty(), "{case}");
+                let whole = plan_json(whole);
+                let from_keys = join
+                    .plan_sources(left_file.clone(), right_file.clone(), 5, None)
+                    .unwrap();
+                assert_eq!(plan_json(from_keys), whole, "{case}");
+                let tables = join.prepare(left.clone(), right.clone(), None).unwrap();
+                let (left, right) = (Source::Table(left.clone()), Source::Table(right.clone()));
+                let in_memory = join.plan_sources(left, right, 5, None).unwrap();
+                assert_eq!(plan_json(in_memory), plan_json(tables.plan(5)), "{case}");
+            }
+            // A column choice is checked, as a join from the files checks it.
+            let mut join = TableJoin::on(&["k"], &["k"]);
+            join.columns.left = Some(vec!["idd".into()]);
+            let planned = join.plan_sources(left_file.clone(), right_file.clone(), 5, None);
+            let prepared = join.prepare_sources(left_file.clone(), right_file.clone(), None);
+            let (Err(planned), Err(prepared)) = (&planned, &prepared) else {
+                panic!("{extension}: {:?}", (planned.is_ok(), prepared.is_ok()));
+            };
+            assert_eq!(planned.to_string(), prepared.to_string(), "{extension}");
         }
         // Told to stop, a read ends interrupted.
         let Source::File { path, format } = write(&left, "parquet") else {
