@@ -33,9 +33,9 @@ use skewjoin_planner::exec_stream::split_at_cuts;
 
 use crate::error::{Error, Result};
 use crate::io::{
-    arrow_read_error, csv_error, csv_syntax_of_file, fenced, find_field, ipc_file_bodies,
-    key_kinds, open_input, parquet_read_error, read_error, read_table_share, row_group_rows,
-    share_run, FileFormat, Share, ARROW_FILE_MAGIC,
+    arrow_read_error, csv_error, csv_syntax_of_file, fenced, find_field, ipc_file_batch_rows,
+    ipc_file_bodies, key_kinds, open_input, parquet_read_error, read_error, read_table_share,
+    row_group_rows, share_run, FileFormat, Share, ARROW_FILE_MAGIC,
 };
 use crate::threads::try_in_turn;
 
@@ -311,8 +311,9 @@ impl InputFile {
         indices
     }
 
-    /// Counts an Arrow IPC input's rows in a pass over its key columns, and for an IPC file the
-    /// rows of each of its record batches.
+    /// Counts an Arrow IPC input's rows: an IPC file's, each of its record batches', from the
+    /// batches' headers; a stream's, which has no footer to find them by, in a pass over its key
+    /// columns.
     fn count_ipc_batches(&mut self) -> Result<()> {
         let path = self.path.as_path();
         let mut file = open_input(path)?;
@@ -321,8 +322,26 @@ impl InputFile {
             Selection::Batches(run) => Some(run.clone()),
             _ => None,
         };
-        let projection = self.key_projection();
         let format = FileFormat::ArrowIpc;
+        if indexed {
+            let corrupt = |error| arrow_read_error(path, format, error);
+            let all = fenced(path, format, || {
+                ipc_file_batch_rows(&mut file).map_err(corrupt)
+            })?;
+            let batch_rows = match run {
+                None => all,
+                Some(run) => all.get(run).map(<[u64]>::to_vec).ok_or_else(|| {
+                    Error::Internal(format!(
+                        "{}: a share's record batches past the footer's",
+                        path.display()
+                    ))
+                })?,
+            };
+            self.rows = batch_rows.iter().sum();
+            self.group_rows = batch_rows;
+            return Ok(());
+        }
+        let projection = self.key_projection();
         let (_, mut raw) = fenced(path, format, || {
             ipc_reader(path, file, Some(projection), run)
         })?;
@@ -332,7 +351,7 @@ impl InputFile {
             batch_rows.push(batch.num_rows() as u64);
         }
         self.rows = batch_rows.iter().sum();
-        self.group_rows = if indexed { batch_rows } else { Vec::new() };
+        self.group_rows = Vec::new();
         Ok(())
     }
 

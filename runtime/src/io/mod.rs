@@ -35,7 +35,7 @@ pub use output::{output_schema, take_output, RowStore};
 pub(crate) use read::open_input;
 pub use read::{read_table, read_table_share};
 pub use row_hash::row_hashes;
-pub(crate) use shares::{ipc_file_bodies, row_group_rows, share_run};
+pub(crate) use shares::{ipc_file_batch_rows, ipc_file_bodies, row_group_rows, share_run};
 pub use shares::{Share, CSV_PREFIX_BYTES};
 pub use write::{
     compact_views, write_table, BatchEncoder, EncodedBatch, OutputWriter, WRITE_ROW_GROUP_ROWS,

@@ -104,6 +104,54 @@ pub(crate) fn ipc_file_bodies<R: Read + io::Seek>(
 fn ipc_block_bodies<R: Read + io::Seek>(
     reader: &mut R,
 ) -> std::result::Result<Vec<u64>, ArrowError> {
+    Ok(ipc_footer_blocks(reader)?
+        .iter()
+        .map(|block| u64::try_from(block.bodyLength()).unwrap_or(0))
+        .collect())
+}
+
+/// The rows of each record batch an Arrow IPC file's footer lists, from each batch's message
+/// header alone: no column is read or decoded (counting them by decoding the key columns read
+/// those twice, once here and once for the join).
+pub(crate) fn ipc_file_batch_rows<R: Read + io::Seek>(
+    reader: &mut R,
+) -> std::result::Result<Vec<u64>, ArrowError> {
+    let file_len = reader.seek(io::SeekFrom::End(0))?;
+    let bad = |what: &str| ArrowError::ParseError(format!("a record batch's header {what}"));
+    ipc_footer_blocks(reader)?
+        .iter()
+        .map(|block| {
+            let (offset, len) = (block.offset(), block.metaDataLength());
+            let (Ok(offset), Ok(len)) = (u64::try_from(offset), u64::try_from(len)) else {
+                return Err(bad("is at a negative place"));
+            };
+            if offset.saturating_add(len) > file_len || len < 8 {
+                return Err(bad("lies outside the file"));
+            }
+            reader.seek(io::SeekFrom::Start(offset))?;
+            let mut header = vec![0u8; len as usize];
+            reader.read_exact(&mut header)?;
+            // The message's length, after the continuation marker (0xFFFFFFFF) that files of
+            // format 0.15 and later write, then the message; padding may follow it.
+            let start = if header[..4] == [0xff; 4] { 8 } else { 4 };
+            let message_len = u32::from_le_bytes(header[start - 4..start].try_into().unwrap());
+            let message = header
+                .get(start..start + message_len as usize)
+                .ok_or_else(|| bad("is longer than its block"))?;
+            let message = arrow::ipc::root_as_message(message)
+                .map_err(|error| bad(&format!("is unreadable: {error}")))?;
+            let batch = message
+                .header_as_record_batch()
+                .ok_or_else(|| bad("is not a record batch's"))?;
+            u64::try_from(batch.length()).map_err(|_| bad("says a negative row count"))
+        })
+        .collect()
+}
+
+/// The record batches' blocks an Arrow IPC file's footer lists.
+pub(super) fn ipc_footer_blocks<R: Read + io::Seek>(
+    reader: &mut R,
+) -> std::result::Result<Vec<arrow::ipc::Block>, ArrowError> {
     let mut tail = [0u8; 10];
     reader.seek(io::SeekFrom::End(-10))?;
     reader.read_exact(&mut tail)?;
@@ -116,8 +164,5 @@ fn ipc_block_bodies<R: Read + io::Seek>(
     let blocks = footer
         .recordBatches()
         .ok_or_else(|| ArrowError::ParseError("the footer lists no record batches".into()))?;
-    Ok(blocks
-        .iter()
-        .map(|block| u64::try_from(block.bodyLength()).unwrap_or(0))
-        .collect())
+    Ok(blocks.iter().copied().collect())
 }

@@ -298,6 +298,58 @@ fn arrow_ipc_streams_are_read_too() {
 }
 
 #[test]
+fn an_ipc_files_rows_are_counted_from_its_headers_not_its_columns() {
+    use arrow::ipc::writer::{IpcWriteOptions, StreamWriter};
+    use arrow::ipc::CompressionType;
+    let dir = TempDir::new().unwrap();
+    let table = numbered(100);
+    let options = IpcWriteOptions::default()
+        .try_with_compression(Some(CompressionType::ZSTD))
+        .unwrap();
+    // Batches of 7, 30, 0 and 63 rows, compressed, so that garbage cannot decode.
+    let parts = [(0, 7), (7, 30), (37, 0), (37, 63)];
+    let path = dir.path().join("parts.arrow");
+    let mut writer =
+        FileWriter::try_new_with_options(File::create(&path).unwrap(), &table.schema(), options)
+            .unwrap();
+    for (start, rows) in parts {
+        writer.write(&table.slice(start, rows)).unwrap();
+    }
+    writer.finish().unwrap();
+    let stream = dir.path().join("parts.arrows");
+    let mut writer =
+        StreamWriter::try_new(File::create(&stream).unwrap(), &table.schema()).unwrap();
+    for (start, rows) in parts {
+        writer.write(&table.slice(start, rows)).unwrap();
+    }
+    writer.finish().unwrap();
+    for path in [&path, &stream] {
+        let input = batches::InputFile::open(path, FileFormat::ArrowIpc, &["id".into()]).unwrap();
+        assert_eq!(input.rows, 100, "{}", path.display());
+        let (schema, read) = input.read_all(false, 2, None).unwrap();
+        assert_eq!(concat_batches(&schema, &read).unwrap(), table);
+    }
+    let input = batches::InputFile::open(&path, FileFormat::ArrowIpc, &["id".into()]).unwrap();
+    assert_eq!(input.group_rows(), [7, 30, 0, 63]);
+    assert_eq!(input.cuts(), [7, 37, 37]);
+    // The second batch's body garbled: the file opens and counts its rows, having decoded no
+    // column; reading the batch names the file.
+    let blocks = super::shares::ipc_footer_blocks(&mut File::open(&path).unwrap()).unwrap();
+    let second = blocks[1];
+    let start = (second.offset() + i64::from(second.metaDataLength())) as usize;
+    let len = second.bodyLength() as usize;
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[start..start + len].fill(0xA5);
+    std::fs::write(&path, &bytes).unwrap();
+    let input = batches::InputFile::open(&path, FileFormat::ArrowIpc, &["id".into()]).unwrap();
+    assert_eq!(input.rows, 100);
+    let Err(Error::Input(message)) = input.read_all(true, 2, None) else {
+        panic!("a garbled body is an input error");
+    };
+    assert!(message.contains("parts.arrow"), "{message}");
+}
+
+#[test]
 fn malformed_csv_names_the_line_and_the_counts() {
     let dir = TempDir::new().unwrap();
     let path = write_bytes(&dir, "left.csv", b"a,b,c\n1,2,3\n\"x\ny\",5,6\n7,8,9,10\n");
