@@ -270,7 +270,8 @@ def explain(
     and the reason for it, each side's rows, distinct and NULL keys, the ``top`` hottest keys
     with the pairs they make, and the predicted load of every partition. Of a file given by
     path only the key columns are decoded. With ``analyze=True`` the join also runs (its rows
-    are counted, not kept; the files are read whole) and ``plan["measured"]`` holds its
+    are counted, not kept; a file's chosen and key columns, or all of them, are decoded) and
+    ``plan["measured"]`` holds its
     :class:`Metrics`. The arguments are :func:`join`'s."""
     left_keys, right_keys = _key_columns(on, left_on, right_on)
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:

@@ -53,8 +53,8 @@ fn tally_rows(
 }
 
 /// Gives every part of `parts` to `count` on `threads` threads, each taking the largest part
-/// left and counting it in a sink of its own (`new_sink`): the sinks, or the error of the first
-/// part that failed (after which no thread takes another part).
+/// left and counting it in a sink of its own (`new_sink`): the sinks, or the error of the
+/// failing part that comes first in `parts` (largest first), after which no thread takes another.
 fn on_parts<S: Send>(
     parts: &[(&StreamSide, Side, Range<u64>)],
     threads: usize,

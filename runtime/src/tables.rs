@@ -220,18 +220,7 @@ impl TableJoin {
             return self.prepare(left, right, stop);
         }
         let how = self.how()?;
-        let (left_schema, right_schema) = (left.schema(), right.schema());
-        let chosen = output_columns(
-            &self.columns,
-            how,
-            [left_schema.as_ref(), right_schema.as_ref()],
-            [&self.left_on, &self.right_on],
-            [&left.name(), &right.name()],
-        )?;
-        // Each side's columns by name from here: `select`'s, resolved, are a side's own. Of a
-        // side the join type does not output only the keys are read, and `prepare` is asked
-        // for none of its columns.
-        let [left_chosen, right_chosen] = read_columns(how, chosen);
+        let [left_chosen, right_chosen] = self.columns_read(how, &left, &right)?;
         let left = left.read(
             left_chosen.as_deref(),
             self.columns.flag(Side::Left),
@@ -271,17 +260,10 @@ impl TableJoin {
         let right = Opened::new(right, &self.right_on)?;
         let (threads, _) = layout(&self.run)?;
         if self.columns.is_given() {
-            let how = self.how()?;
-            let chosen = output_columns(
-                &self.columns,
-                how,
-                [left.schema().as_ref(), right.schema().as_ref()],
-                [&self.left_on, &self.right_on],
-                [&left.name(), &right.name()],
-            )?;
+            let chosen = self.columns_read(self.how()?, &left, &right)?;
             // Each side's names, as a read of its columns would look them up.
             let sides = [(&left, Side::Left), (&right, Side::Right)];
-            for ((opened, side), names) in sides.into_iter().zip(read_columns(how, chosen)) {
+            for ((opened, side), names) in sides.into_iter().zip(chosen) {
                 if let Some(names) = names {
                     let (schema, name) = (opened.schema(), opened.name());
                     column_indices(&schema, &names, Path::new(&name), self.columns.flag(side))?;
@@ -296,6 +278,26 @@ impl TableJoin {
             ..self.clone()
         };
         Ok(keys_only.prepare(left, right, stop)?.plan(top))
+    }
+
+    /// The columns of each side, by name, that a read of it decodes besides its keys (`None`:
+    /// all): the column choice, checked against both sides' schemas ([`output_columns`]). From
+    /// here `select`'s names, resolved, are a side's own, and of a side the join type does not
+    /// output none is read ([`read_columns`]).
+    fn columns_read(
+        &self,
+        how: JoinType,
+        left: &Opened,
+        right: &Opened,
+    ) -> Result<[Option<Vec<String>>; 2]> {
+        let chosen = output_columns(
+            &self.columns,
+            how,
+            [left.schema().as_ref(), right.schema().as_ref()],
+            [&self.left_on, &self.right_on],
+            [&left.name(), &right.name()],
+        )?;
+        Ok(read_columns(how, chosen))
     }
 
     /// The join type `run.how` names.

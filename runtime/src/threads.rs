@@ -72,8 +72,8 @@ pub(crate) fn on_threads<R: Send>(
 /// in `items` too. Returns the threads' states, or the error of the earliest item that failed:
 /// after a failure no thread takes another item, and the items before it had all been taken and
 /// are finished, so that error is the first item's that fails, whichever thread hit it and
-/// whenever (a file's first bad part, not a part that one thread happened to fail first). A
-/// thread's panic is resumed before any error is returned.
+/// whenever (of a file's parts in order, the first bad one, not a part that one thread happened
+/// to fail on first). A thread's panic is resumed before any error is returned.
 pub(crate) fn try_in_turn<I: Send, S: Send, E: Send>(
     items: impl IntoIterator<Item = I, IntoIter: Send>,
     threads: usize,
@@ -188,11 +188,12 @@ mod tests {
     #[test]
     fn the_error_returned_is_the_earliest_failing_items() {
         // Each of `threads` threads holds one of the first items (the barrier); items 1 and 3
-        // fail, item 3 first: item 1 waits until item 3 has failed. Item 1's error is returned
-        // whichever thread held it. Every state comes back where nothing fails.
-        for threads in [4, 5, 8] {
+        // fail, `first` of them before the other (which waits until it has failed). Item 1's
+        // error is returned whichever failed first and whichever thread held it. Every state
+        // comes back where nothing fails.
+        for (threads, first) in [(4, 3), (5, 3), (8, 3), (4, 1), (8, 1)] {
             let held = Barrier::new(threads);
-            let three_failed = AtomicUsize::new(0);
+            let first_failed = AtomicUsize::new(0);
             let result = try_in_turn(
                 0..1000u32,
                 threads,
@@ -203,12 +204,12 @@ mod tests {
                         held.wait();
                     }
                     match item {
-                        3 => {
-                            three_failed.store(1, Ordering::SeqCst);
+                        1 | 3 if item == first => {
+                            first_failed.store(1, Ordering::SeqCst);
                             Err(format!("item {item}"))
                         }
-                        1 => {
-                            while three_failed.load(Ordering::SeqCst) == 0 {
+                        1 | 3 => {
+                            while first_failed.load(Ordering::SeqCst) == 0 {
                                 std::thread::yield_now();
                             }
                             Err(format!("item {item}"))
@@ -220,7 +221,8 @@ mod tests {
                     }
                 },
             );
-            assert_eq!(result, Err("item 1".to_string()), "{threads} threads");
+            let case = format!("{threads} threads, item {first} failing first");
+            assert_eq!(result, Err("item 1".to_string()), "{case}");
         }
         let states = try_in_turn(0..100u32, 3, Vec::new, |done, _, item| {
             done.push(item);

@@ -134,7 +134,7 @@ impl InputFile {
                     // The row groups' counts, not the footer's total: they are what the reader
                     // decodes, and where a faulty writer's total disagrees, the parts of the
                     // file would not end where the row groups do.
-                    let rows = group_rows.iter().sum();
+                    let rows = total_rows(path, &group_rows)?;
                     (builder.schema().clone(), rows, None)
                 }
                 FileFormat::Csv => {
@@ -175,8 +175,9 @@ impl InputFile {
     /// Opens share `share` of `path` (see [`read_table_share`] for how each format is cut): as
     /// [`open`](InputFile::open), but `rows` and every read cover only the share's rows. Opening
     /// reads the footer of a Parquet or Arrow IPC file and counts the share's rows from it (a
-    /// Parquet footer) or from a pass over the key column of its batches (Arrow IPC; an IPC
-    /// stream, which has no footer, is passed over whole); a CSV share is read and decoded.
+    /// Parquet footer's row groups) or from its record batches' headers (an Arrow IPC file; an
+    /// IPC stream, which has no footer, is passed over whole, its key columns decoded); a CSV
+    /// share is read and decoded.
     pub fn open_share(
         path: &Path,
         format: FileFormat,
@@ -236,7 +237,9 @@ impl InputFile {
     }
 
     /// Checks that `key_columns` exist and can be keys, and notes where they are; for Arrow IPC,
-    /// whose footer has no row counts, counts the rows in a pass over the key columns.
+    /// whose footer has no row counts, counts the rows ([`count_ipc_batches`]).
+    ///
+    /// [`count_ipc_batches`]: InputFile::count_ipc_batches
     fn find_keys(&mut self, key_columns: &[String]) -> Result<()> {
         let path = self.path.as_path();
         key_kinds(self.schema.as_ref(), key_columns, path)?;
@@ -330,14 +333,16 @@ impl InputFile {
             })?;
             let batch_rows = match run {
                 None => all,
+                // The file changed since its share was cut.
                 Some(run) => all.get(run).map(<[u64]>::to_vec).ok_or_else(|| {
-                    Error::Internal(format!(
-                        "{}: a share's record batches past the footer's",
+                    Error::Input(format!(
+                        "{}: the footer lists fewer record batches than when the file was \
+                         first opened; was it rewritten during the run?",
                         path.display()
                     ))
                 })?,
             };
-            self.rows = batch_rows.iter().sum();
+            self.rows = total_rows(path, &batch_rows)?;
             self.group_rows = batch_rows;
             return Ok(());
         }
@@ -635,6 +640,20 @@ fn ipc_reader(
             None => Ok((schema, Box::new(reader))),
         }
     }
+}
+
+/// The rows of a file whose parts (row groups, record batches) hold `counts` rows: counts read
+/// from the file, so a sum past `u64::MAX` is a corrupt file, not a wrapped total.
+pub(super) fn total_rows(path: &Path, counts: &[u64]) -> Result<u64> {
+    counts
+        .iter()
+        .try_fold(0u64, |total, &rows| total.checked_add(rows))
+        .ok_or_else(|| {
+            Error::Input(format!(
+                "{}: its parts' row counts add up past 2^64; the file is corrupt, re-export it",
+                path.display()
+            ))
+        })
 }
 
 /// Whether `file` is in the Arrow IPC file format (it opens with a magic; anything else may still

@@ -350,6 +350,17 @@ fn an_ipc_files_rows_are_counted_from_its_headers_not_its_columns() {
 }
 
 #[test]
+fn row_counts_that_add_up_past_u64_are_a_corrupt_file() {
+    let path = Path::new("parts.arrow");
+    assert_eq!(batches::total_rows(path, &[7, 30, 0, 63]).unwrap(), 100);
+    assert_eq!(batches::total_rows(path, &[u64::MAX]).unwrap(), u64::MAX);
+    match batches::total_rows(path, &[u64::MAX - 1, 1, 1]) {
+        Err(Error::Input(message)) => assert!(message.contains("parts.arrow"), "{message}"),
+        other => panic!("expected an input error, got {other:?}"),
+    }
+}
+
+#[test]
 fn malformed_csv_names_the_line_and_the_counts() {
     let dir = TempDir::new().unwrap();
     let path = write_bytes(&dir, "left.csv", b"a,b,c\n1,2,3\n\"x\ny\",5,6\n7,8,9,10\n");
