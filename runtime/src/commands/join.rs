@@ -167,10 +167,15 @@ pub(super) fn prepare(args: &JoinArgs, progress: &Progress, reading: Reading) ->
     ];
     let inputs = [inputs[0].as_str(), inputs[1].as_str()];
     // Opened as the streamed join opens them: the footers (a CSV file's type pass) say whether
-    // the keys can be joined and the chosen columns exist before anything is decoded.
-    say_reading(&args.left);
+    // the keys can be joined and the chosen columns exist before anything is decoded. Each file
+    // is named as it is read: a streamed one as it is opened, the rest as they are decoded.
+    if stream {
+        say_reading(&args.left);
+    }
     let mut left = StreamSide::open(&args.left, left_format, &left_on)?;
-    say_reading(&args.right);
+    if stream {
+        say_reading(&args.right);
+    }
     let mut right = StreamSide::open(&args.right, right_format, &right_on)?;
     check_key_compat(
         (&args.left, left.input.schema.as_ref(), &left_on),
@@ -184,10 +189,16 @@ pub(super) fn prepare(args: &JoinArgs, progress: &Progress, reading: Reading) ->
     if let Some(names) = right_columns {
         right.select(&names, columns.flag(Side::Right))?;
     }
+    let load = |side: &StreamSide| {
+        say_reading(&side.input.path);
+        match reading {
+            Reading::Keys => load_keys(side),
+            _ => load_whole(side),
+        }
+    };
     let inputs = match reading {
         Reading::Streamed => Inputs::Streamed(left, right),
-        Reading::Keys => Inputs::Loaded(load_keys(&left)?, load_keys(&right)?),
-        Reading::Whole => Inputs::Loaded(load_whole(&left)?, load_whole(&right)?),
+        Reading::Keys | Reading::Whole => Inputs::Loaded(load(&left)?, load(&right)?),
     };
     let rows = match &inputs {
         Inputs::Loaded(left, right) => (left.keys.len() as u64, right.keys.len() as u64),
