@@ -26,36 +26,25 @@ use crate::cli::checks::{
 use crate::output_file::write_atomically;
 use crate::plan::{choose_strategy, metrics_for, streamed_skew, PlanRequest};
 
-/// A side read whole (its chosen and key columns, where columns were chosen, on as many
-/// threads as there are cores), its keys read and rows hashed, the chosen columns kept for the
-/// output.
-fn load_whole(side: &StreamSide) -> Result<SideData> {
+/// A side read into memory on as many threads as there are cores: whole (its chosen and key
+/// columns, where columns were chosen), its keys read, its rows hashed and the chosen columns
+/// kept for the output; or, with `keys_only`, its key columns alone, no column kept and no row
+/// hashed.
+fn load(side: &StreamSide, keys_only: bool) -> Result<SideData> {
     let input = &side.input;
-    let (schema, batches) = input.read_all(false, max_threads(), None)?;
+    let (schema, batches) = input.read_all(keys_only, max_threads(), None)?;
+    let kept = if keys_only {
+        Some(&[][..])
+    } else {
+        input.selected_positions()
+    };
     SideData::from_batches_selecting(
         &input.path.display().to_string(),
         schema,
         batches,
         &side.key_columns,
-        input.selected_positions(),
-        true,
-        max_threads(),
-        None,
-    )
-}
-
-/// A side's keys alone, only its key columns decoded (on as many threads as there are cores);
-/// it keeps no column and no row hash.
-fn load_keys(side: &StreamSide) -> Result<SideData> {
-    let input = &side.input;
-    let (schema, batches) = input.read_all(true, max_threads(), None)?;
-    SideData::from_batches_selecting(
-        &input.path.display().to_string(),
-        schema,
-        batches,
-        &side.key_columns,
-        Some(&[]),
-        false,
+        kept,
+        !keys_only,
         max_threads(),
         None,
     )
@@ -191,10 +180,7 @@ pub(super) fn prepare(args: &JoinArgs, progress: &Progress, reading: Reading) ->
     }
     let load = |side: &StreamSide| {
         say_reading(&side.input.path);
-        match reading {
-            Reading::Keys => load_keys(side),
-            _ => load_whole(side),
-        }
+        load(side, reading == Reading::Keys)
     };
     let inputs = match reading {
         Reading::Streamed => Inputs::Streamed(left, right),
