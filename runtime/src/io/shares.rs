@@ -131,14 +131,12 @@ pub(crate) fn ipc_file_batch_rows<R: Read + io::Seek>(
             reader.seek(io::SeekFrom::Start(offset))?;
             let mut header = vec![0u8; len as usize];
             reader.read_exact(&mut header)?;
-            // The message's length, after the continuation marker (0xFFFFFFFF) that files of
-            // format 0.15 and later write, then the message; padding may follow it.
+            // The message follows its length, which follows the continuation marker
+            // (0xFFFFFFFF) in files of format 0.15 and later; padding may follow it. The block
+            // bounds it, not the length, as arrow's reader has it: what that reader reads is
+            // counted, whatever the length says.
             let start = if header[..4] == [0xff; 4] { 8 } else { 4 };
-            let message_len = u32::from_le_bytes(header[start - 4..start].try_into().unwrap());
-            let message = header
-                .get(start..start + message_len as usize)
-                .ok_or_else(|| bad("is longer than its block"))?;
-            let message = arrow::ipc::root_as_message(message)
+            let message = arrow::ipc::root_as_message(&header[start..])
                 .map_err(|error| bad(&format!("is unreadable: {error}")))?;
             let batch = message
                 .header_as_record_batch()

@@ -350,6 +350,55 @@ fn an_ipc_files_rows_are_counted_from_its_headers_not_its_columns() {
 }
 
 #[test]
+fn an_ipc_file_is_counted_where_arrow_reads_it() {
+    // Files in the format before 0.15 (no continuation marker before a message's length), and
+    // messages whose length overstates them (arrow's reader goes by the footer's block, not the
+    // length): both are read, so both are counted.
+    use arrow::ipc::writer::IpcWriteOptions;
+    use arrow::ipc::MetadataVersion;
+    let dir = TempDir::new().unwrap();
+    let table = numbered(100);
+    let path = dir.path().join("old.arrow");
+    for legacy in [true, false] {
+        let options = IpcWriteOptions::try_new(8, legacy, MetadataVersion::V4).unwrap();
+        let mut writer = FileWriter::try_new_with_options(
+            File::create(&path).unwrap(),
+            &table.schema(),
+            options,
+        )
+        .unwrap();
+        writer.write(&table.slice(0, 40)).unwrap();
+        writer.write(&table.slice(40, 60)).unwrap();
+        writer.finish().unwrap();
+        let blocks = super::shares::ipc_footer_blocks(&mut File::open(&path).unwrap()).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = blocks[1].offset() as usize;
+        assert_eq!(
+            bytes[at..at + 4] == [0xff; 4],
+            !legacy,
+            "the continuation marker"
+        );
+        let length = at + if legacy { 0 } else { 4 };
+        bytes[length..length + 4].copy_from_slice(&(1u32 << 30).to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let arrow_rows: usize =
+            arrow::ipc::reader::FileReader::try_new(File::open(&path).unwrap(), None)
+                .unwrap()
+                .map(|batch| batch.unwrap().num_rows())
+                .sum();
+        assert_eq!(arrow_rows, 100, "legacy {legacy}");
+        let input = batches::InputFile::open(&path, FileFormat::ArrowIpc, &["id".into()]).unwrap();
+        assert_eq!(input.group_rows(), [40, 60], "legacy {legacy}");
+        let (schema, read) = input.read_all(false, 2, None).unwrap();
+        assert_eq!(
+            concat_batches(&schema, &read).unwrap(),
+            table,
+            "legacy {legacy}"
+        );
+    }
+}
+
+#[test]
 fn row_counts_that_add_up_past_u64_are_a_corrupt_file() {
     let path = Path::new("parts.arrow");
     assert_eq!(batches::total_rows(path, &[7, 30, 0, 63]).unwrap(), 100);
