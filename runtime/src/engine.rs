@@ -24,7 +24,7 @@ use skewjoin_planner::{PlanError, Resolved};
 
 use crate::error::{Error, Result};
 use crate::interrupt;
-use crate::io::batches::{counted_batch_rows, InputFile};
+use crate::io::batches::{check_side_rows, counted_batch_rows, InputFile};
 use crate::io::{
     extract_keys, for_each_key, key_kinds, row_hashes, take_output, BatchEncoder, FileFormat,
     OutputWriter, RowStore, Share,
@@ -94,13 +94,7 @@ impl SideData {
         let path = Path::new(name);
         key_kinds(schema.as_ref(), key_columns, path)?;
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-        // Row numbers are u32, u32::MAX marking a missing side.
-        if rows >= u32::MAX as usize {
-            return Err(Error::Input(format!(
-                "{name}: {rows} rows are more than one side of a join may have (2^32 - 1); \
-                 split it and join the parts"
-            )));
-        }
+        check_side_rows(name, rows as u64)?;
         for batch in &batches {
             if batch.schema().fields() != schema.fields() {
                 return Err(Error::Input(format!(
@@ -1126,6 +1120,73 @@ mod tests {
         let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties)).unwrap();
         writer.write(batch).unwrap();
         writer.close().unwrap();
+    }
+
+    /// A row group whose pages hold other rows than it claims ends a streamed join with an input
+    /// error naming its file, wherever that side's rows go: counted, kept for the output, read
+    /// twice (its keys, then its rows), or holding the hashes of the side read twice.
+    #[test]
+    fn a_miscounted_row_group_ends_a_streamed_join_naming_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (liar, other) = (
+            dir.path().join("liar.parquet"),
+            dir.path().join("other.parquet"),
+        );
+        let keys = ["key".to_string()];
+        let side = |path: &Path| StreamSide::open(path, FileFormat::Parquet, &keys).unwrap();
+        let read_twice = Some(LateBounds {
+            pairs: 1_000,
+            min_bytes: 0,
+        });
+        for (liar_rows, other_rows) in [(50_000, 20_000), (20_000, 50_000)] {
+            write_table(&other, other_rows);
+            for claimed in [12_000, 8_000] {
+                write_table(&liar, liar_rows);
+                crate::io::tests::patch_parquet_count(&liar, 10_000, claimed, |metadata| {
+                    metadata.row_group(0).num_rows()
+                });
+                for workers in [1, 3] {
+                    let plan = JoinPlan {
+                        how: JoinType::Full,
+                        resolved: Resolved::Shuffle(Shuffle),
+                        partitions: 4,
+                        workers,
+                    };
+                    for (written, late_bounds) in [(false, None), (true, None), (true, read_twice)]
+                    {
+                        let target = written.then(|| OutputTarget::Batches {
+                            schema: output_schema(
+                                &side(&liar).input.selected,
+                                &side(&other).input.selected,
+                                JoinType::Full,
+                            ),
+                            sink: Arc::new(|_| Ok(())),
+                        });
+                        let result = run_stream_with(
+                            side(&liar),
+                            side(&other),
+                            plan,
+                            target,
+                            None,
+                            None,
+                            late_bounds,
+                        );
+                        let case = format!(
+                            "{liar_rows} rows claimed as {}, {workers} workers, written \
+                             {written}, {late_bounds:?}",
+                            liar_rows - 10_000 + claimed
+                        );
+                        match result {
+                            Err(Error::Input(message)) => {
+                                assert!(message.contains("liar.parquet"), "{case}: {message}")
+                            }
+                            Err(other) => panic!("{case}: not an input error: {other:?}"),
+                            Ok(_) => panic!("{case}: joined"),
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Every row of `batches` as text, sorted: equal exactly when the multisets are.

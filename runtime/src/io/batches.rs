@@ -168,6 +168,7 @@ impl InputFile {
                 batch_rows: CHUNK_ROWS,
             };
             input.find_keys(key_columns)?;
+            check_side_rows(&path.display().to_string(), input.rows)?;
             Ok(input)
         })
     }
@@ -206,7 +207,7 @@ impl InputFile {
                     let all_groups = row_group_rows(builder.metadata());
                     let run = share_run(&all_groups, share);
                     group_rows = all_groups[run.clone()].to_vec();
-                    let rows = group_rows.iter().sum();
+                    let rows = total_rows(path, &group_rows)?;
                     Ok((
                         builder.schema().clone(),
                         rows,
@@ -233,6 +234,13 @@ impl InputFile {
             batch_rows: CHUNK_ROWS,
         };
         input.find_keys(key_columns)?;
+        let name = format!(
+            "{} (the share of process {} of {})",
+            path.display(),
+            share.index,
+            share.count
+        );
+        check_side_rows(&name, input.rows)?;
         Ok(input)
     }
 
@@ -509,6 +517,10 @@ impl InputFile {
     /// (indices into `group_rows`).
     fn batches_of_groups(&self, keys_only: bool, groups: Option<Range<usize>>) -> Result<Batches> {
         let path = self.path.as_path();
+        let counted = match &groups {
+            Some(run) => self.group_rows[run.clone()].iter().sum(),
+            None => self.rows,
+        };
         let file = open_input(path)?;
         let projection = if keys_only {
             Some(self.key_projection())
@@ -585,6 +597,8 @@ impl InputFile {
             pending_rows: 0,
             batch_rows: self.batch_rows,
             done: false,
+            counted,
+            decoded: 0,
         })
     }
 }
@@ -656,6 +670,19 @@ pub(super) fn total_rows(path: &Path, counts: &[u64]) -> Result<u64> {
         })
 }
 
+/// Checks that `rows` rows of `name` (a file, a share of one, a table) fit one side of a join:
+/// row numbers are 32-bit, `u32::MAX` marking a missing side. Checked as an input is opened, so
+/// that a file too large (or one whose counts claim so) is refused before anything is read.
+pub(crate) fn check_side_rows(name: &str, rows: u64) -> Result<()> {
+    if rows >= u64::from(u32::MAX) {
+        return Err(Error::Input(format!(
+            "{name}: {rows} rows, more than one side of a join may have (4,294,967,294, \
+             2^32 - 2); split it and join the parts"
+        )));
+    }
+    Ok(())
+}
+
 /// Whether `file` is in the Arrow IPC file format (it opens with a magic; anything else may still
 /// be an IPC stream); leaves it rewound.
 fn is_ipc_file(path: &Path, file: &mut File) -> Result<bool> {
@@ -703,6 +730,11 @@ pub struct Batches {
     batch_rows: usize,
     /// Whether the decoder has nothing more (or failed).
     done: bool,
+    /// The rows the read covers as counted when the file was opened (from a Parquet file's row
+    /// groups, an Arrow IPC file's batch headers, a pass over a CSV file or IPC stream), which
+    /// place every row; and those decoded so far.
+    counted: u64,
+    decoded: u64,
 }
 
 impl Batches {
@@ -735,6 +767,31 @@ impl Batches {
             ))
         })
     }
+
+    /// The error of a read that decoded other than the rows counted when the file was opened:
+    /// every row was placed by that count (its partition, its slot in the output), so the read
+    /// ends here, its undelivered rows dropped.
+    fn miscounted(&mut self) -> Error {
+        self.done = true;
+        self.pending.clear();
+        self.pending_rows = 0;
+        let counts = match self.format {
+            FileFormat::Parquet => "its row groups' counts say",
+            FileFormat::ArrowIpc => "its record batches' counts say",
+            FileFormat::Csv => "a count of its records when it was opened said",
+        };
+        let decoded = match self.decoded > self.counted {
+            true => "more".to_string(),
+            false => self.decoded.to_string(),
+        };
+        Error::Input(format!(
+            "{}: {counts} {} rows, but {decoded} were decoded: the file is corrupt or was \
+             rewritten while skewjoin read it; re-export it, or run again on a file that is not \
+             being written",
+            self.path.display(),
+            self.counted
+        ))
+    }
 }
 
 impl Iterator for Batches {
@@ -751,8 +808,13 @@ impl Iterator for Batches {
             let (path, format) = (self.path.clone(), self.format);
             let raw = &mut self.raw;
             match fenced(&path, format, || Ok(raw.next())) {
+                Ok(None) if self.decoded != self.counted => return Some(Err(self.miscounted())),
                 Ok(None) => self.done = true,
                 Ok(Some(Ok(batch))) => {
+                    self.decoded += batch.num_rows() as u64;
+                    if self.decoded > self.counted {
+                        return Some(Err(self.miscounted()));
+                    }
                     if batch.num_rows() > 0 {
                         self.pending_rows += batch.num_rows();
                         self.pending.push_back(batch);

@@ -19,7 +19,7 @@ mod read;
 mod row_hash;
 mod shares;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod write;
 
 pub(crate) use csv_input::csv_syntax_of_file;

@@ -491,26 +491,56 @@ fn truncated_files_are_input_errors_not_panics() {
 /// parquet crate's own metadata writer recomputes the count, so the thrift is patched in place:
 /// `FileMetaData` field 3, an i64 (compact protocol: the header byte 0x16, then the zigzag
 /// varint), right after the schema.
-fn claim_parquet_rows(path: &Path, rows: i64, claimed: i64) {
+/// Rewrites the count `rows` in the Parquet footer of `path` as `claimed`: of the places the
+/// footer holds `rows` as a thrift i64 field, the one where `count` (read back from the patched
+/// footer) becomes `claimed`, with the footer's length mended; the file is left so patched. Parquet's own metadata writer
+/// recomputes what it can, so a lying footer is made by hand.
+pub(crate) fn patch_parquet_count(
+    path: &Path,
+    rows: i64,
+    claimed: i64,
+    count: impl Fn(&parquet::file::metadata::ParquetMetaData) -> i64,
+) {
     let varint = |value: i64| {
-        let zigzag = ((value << 1) ^ (value >> 63)) as u64;
-        assert!((128..16384).contains(&zigzag));
-        [0x80 | (zigzag & 0x7f) as u8, (zigzag >> 7) as u8]
+        let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
+        let mut bytes = Vec::new();
+        while zigzag >= 0x80 {
+            bytes.push(0x80 | (zigzag & 0x7f) as u8);
+            zigzag >>= 7;
+        }
+        bytes.push(zigzag as u8);
+        bytes
     };
-    let mut bytes = std::fs::read(path).unwrap();
+    let bytes = std::fs::read(path).unwrap();
     let footer = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap());
     let start = bytes.len() - 8 - footer as usize;
-    let [low, high] = varint(rows);
-    let found: Vec<usize> = (start..bytes.len() - 3)
-        .filter(|&at| bytes[at..at + 3] == [0x16, low, high])
-        .collect();
-    assert_eq!(found.len(), 1, "the footer's row count, once");
-    bytes[found[0] + 1..found[0] + 3].copy_from_slice(&varint(claimed));
-    std::fs::write(path, bytes).unwrap();
-    let metadata = parquet::file::metadata::ParquetMetaDataReader::new()
-        .parse_and_finish(&File::open(path).unwrap())
-        .unwrap();
-    assert_eq!(metadata.file_metadata().num_rows(), claimed);
+    let end = bytes.len() - 8;
+    // A short field header: field id delta 1, type i64.
+    let field: Vec<u8> = [vec![0x16], varint(rows)].concat();
+    let patched = (start..end - field.len())
+        .filter(|&at| bytes[at..at + field.len()] == field[..])
+        .find_map(|at| {
+            let mut footer = bytes[start..at + 1].to_vec();
+            footer.extend(varint(claimed));
+            footer.extend(&bytes[at + field.len()..end]);
+            let mut patched = bytes[..start].to_vec();
+            patched.extend(&footer);
+            patched.extend((footer.len() as u32).to_le_bytes());
+            patched.extend(b"PAR1");
+            std::fs::write(path, &patched).unwrap();
+            let metadata = parquet::file::metadata::ParquetMetaDataReader::new()
+                .parse_and_finish(&File::open(path).unwrap())
+                .ok()?;
+            (count(&metadata) == claimed).then_some(())
+        });
+    assert!(patched.is_some(), "the count {rows} in the footer");
+}
+
+/// Rewrites the total row count in the footer of `path` from `rows` to `claimed`.
+fn claim_parquet_rows(path: &Path, rows: i64, claimed: i64) {
+    patch_parquet_count(path, rows, claimed, |metadata| {
+        metadata.file_metadata().num_rows()
+    });
 }
 
 #[test]
@@ -547,6 +577,57 @@ fn a_footers_row_count_gives_way_to_its_row_groups() {
                 table,
                 "footer says {claimed}, {threads} threads"
             );
+        }
+    }
+}
+
+#[test]
+fn a_row_group_that_holds_other_rows_than_it_claims_is_a_corrupt_file() {
+    // Every row is placed by its row group's count before it is decoded (the part of the file
+    // a worker reads, its slot in the output), so a count that the pages do not bear out is a
+    // corrupt file, named, not a misplaced batch found deep in the join.
+    let dir = TempDir::new().unwrap();
+    let table = numbered(100);
+    let path = dir.path().join("claims.parquet");
+    let write_parquet = |path: &Path, table: &RecordBatch| {
+        let mut writer =
+            ArrowWriter::try_new(File::create(path).unwrap(), table.schema(), None).unwrap();
+        writer.write(table).unwrap();
+        writer.close().unwrap();
+    };
+    for (claimed, decoded) in [(120, "but 100 were decoded"), (80, "but more were decoded")] {
+        write_parquet(&path, &table);
+        patch_parquet_count(&path, 100, claimed, |metadata| {
+            metadata.row_group(0).num_rows()
+        });
+        let input = batches::InputFile::open(&path, FileFormat::Parquet, &["id".into()]).unwrap();
+        assert_eq!(input.rows, claimed as u64);
+        for (keys_only, threads) in [(true, 1), (false, 1), (false, 2)] {
+            let Err(Error::Input(message)) = input.read_all(keys_only, threads, None) else {
+                panic!("claims {claimed}: a miscounted row group is an input error");
+            };
+            assert!(message.contains("claims.parquet"), "{message}");
+            assert!(
+                message.contains(&format!("say {claimed} rows, {decoded}")),
+                "{message}"
+            );
+        }
+    }
+    // A claim of 2^32 rows or more is refused as the file is opened, before any of it is read.
+    for claimed in [u32::MAX as i64, 1 << 40] {
+        write_parquet(&path, &table);
+        patch_parquet_count(&path, 100, claimed, |metadata| {
+            metadata.row_group(0).num_rows()
+        });
+        match batches::InputFile::open(&path, FileFormat::Parquet, &["id".into()]) {
+            Err(Error::Input(message)) => {
+                assert!(message.contains("claims.parquet"), "{message}");
+                assert!(
+                    message.contains(&format!("{claimed} rows, more than")),
+                    "{message}"
+                );
+            }
+            other => panic!("claims {claimed}: expected an input error, got {other:?}"),
         }
     }
 }
