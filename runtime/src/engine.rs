@@ -727,13 +727,15 @@ fn run_stream_with(
         partitions: plan.partitions,
         workers: plan.workers,
     };
+    // The side held while the other is read twice keeps its rows' hashes too, for the checksum
+    // of the output written after the join.
+    let keep_hashes = late.is_some() && hashing;
     let keep_in = |store: &Arc<RowStore>, which: Side| -> Option<KeepBatch> {
         let store = Arc::clone(store);
-        let late = late.clone();
         kept(which).then(|| {
             Box::new(move |first, batch: &RecordBatch, hashes: &[u64]| {
-                if let Some(late) = &late {
-                    late.keep_hashes(first, hashes)?;
+                if keep_hashes {
+                    store.put_hashes(first, hashes.to_vec())?;
                 }
                 store.put(first, batch.clone())
             }) as KeepBatch

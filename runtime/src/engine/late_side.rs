@@ -18,8 +18,8 @@
 //! a join whose output is many times its inputs costs more decoding, not unbounded memory.
 //!
 //! The checksum of a row needs its hash, which only a decoded row gives: the late side's rows
-//! are hashed when their unit is decoded, and the smaller side's hashes are kept by row as it
-//! is read ([`LateSide::keep_hashes`]). Where the checksum is not asked for, neither is.
+//! are hashed when their unit is decoded, and the smaller side's hashes are kept with its rows
+//! as it is read ([`RowStore::put_hashes`]). Where the checksum is not asked for, neither is.
 
 use std::ops::{Range, RangeInclusive};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -72,10 +72,8 @@ pub(crate) struct LateSide {
     input: InputFile,
     /// The runs of whole row groups (or record batches) it is read again in, in order.
     units: Vec<Range<u64>>,
-    /// The hash of each of the other side's rows, kept as it is read; none where the output's
-    /// checksum is not computed.
-    held_hashes: Vec<AtomicU64>,
-    /// Whether the output's checksum is computed.
+    /// Whether the output's checksum is computed: the other side's row hashes are then kept
+    /// with its rows as it is read ([`RowStore::put_hashes`]).
     hashing: bool,
     /// The pairs of every worker that has finished, grouped by unit.
     finished: Mutex<Vec<UnitPairs>>,
@@ -113,10 +111,10 @@ impl LateSide {
         bounds: LateBounds,
         hashing: bool,
     ) -> Option<LateSide> {
-        let (side, late, held) = if left.input.rows >= right.input.rows {
-            (Side::Left, left, right)
+        let (side, late) = if left.input.rows >= right.input.rows {
+            (Side::Left, left)
         } else {
-            (Side::Right, right, left)
+            (Side::Right, right)
         };
         let groups = late.input.group_rows();
         let bytes = late.input.rows as u128 * estimated_row_bytes(&late.input.selected) as u128;
@@ -141,10 +139,6 @@ impl LateSide {
             side,
             input,
             units,
-            held_hashes: match hashing {
-                true => (0..held.input.rows).map(|_| AtomicU64::new(0)).collect(),
-                false => Vec::new(),
-            },
             hashing,
             finished: Mutex::new(Vec::new()),
             worker_pairs: (bounds.pairs / workers.max(1)).max(1),
@@ -156,26 +150,6 @@ impl LateSide {
     pub(crate) fn counting(mut self, progress: Option<Arc<AtomicU64>>) -> LateSide {
         self.progress = progress;
         self
-    }
-
-    /// Keeps the hashes of the held side's rows from row `first` on (none without a checksum).
-    pub(crate) fn keep_hashes(&self, first: u64, hashes: &[u64]) -> Result<()> {
-        if !self.hashing {
-            return Ok(());
-        }
-        let slots = usize::try_from(first)
-            .ok()
-            .and_then(|first| self.held_hashes.get(first..first + hashes.len()))
-            .ok_or_else(|| {
-                Error::Internal(format!(
-                    "hashes of rows from {first} on do not fit the {} side",
-                    self.side.other()
-                ))
-            })?;
-        for (slot, &hash) in slots.iter().zip(hashes) {
-            slot.store(hash, Ordering::Relaxed);
-        }
-        Ok(())
     }
 
     /// An output row of (`left`, `right`), either [`PAD`], packed as [`UnitPairs`] holds it.
@@ -314,10 +288,14 @@ impl LateSide {
                 ),
             };
             if self.hashing {
+                let held_store = match self.side {
+                    Side::Left => &shared.right,
+                    Side::Right => &shared.left,
+                };
                 for &pair in &local {
                     let held = match pair >> 32 {
                         row if row == u64::from(PAD) => None,
-                        row => Some(self.held_hashes[row as usize].load(Ordering::Relaxed)),
+                        row => Some(held_store.hash(row)?),
                     };
                     let late = match pair as u32 {
                         PAD => None,

@@ -102,6 +102,11 @@ pub struct RowStore {
     chunks: Vec<OnceLock<RecordBatch>>,
     /// The first row of each chunk and, last, the row count.
     starts: Vec<u64>,
+    /// The row hashes of each chunk where they are kept ([`put_hashes`](Self::put_hashes)):
+    /// those of a side held while the other is read twice, for the checksum of the output
+    /// written after the join. Each is held as it is read, so the store grows with the rows read,
+    /// not with the count a file claims.
+    hashes: Vec<OnceLock<Vec<u64>>>,
 }
 
 impl RowStore {
@@ -113,6 +118,7 @@ impl RowStore {
             rows,
             chunks: vec![OnceLock::from(batch)],
             starts: vec![0, rows],
+            hashes: Vec::new(),
         }
     }
 
@@ -134,6 +140,7 @@ impl RowStore {
             rows,
             chunks: batches.into_iter().map(OnceLock::from).collect(),
             starts,
+            hashes: Vec::new(),
         }
     }
 
@@ -167,6 +174,7 @@ impl RowStore {
             schema,
             rows,
             chunks: (1..starts.len()).map(|_| OnceLock::new()).collect(),
+            hashes: (1..starts.len()).map(|_| OnceLock::new()).collect(),
             starts,
         }
     }
@@ -175,25 +183,48 @@ impl RowStore {
     /// start a chunk, or of the wrong length or schema, or one stored twice, is
     /// [`Error::Internal`]: only a bug can cause it.
     pub fn put(&self, first: u64, batch: RecordBatch) -> Result<()> {
-        let starts = &self.starts;
-        let slot = starts[..starts.len() - 1]
-            .binary_search(&first)
-            .ok()
-            .map(|index| (index, starts[index + 1] - first));
-        let fits = |&(index, len): &(usize, u64)| {
-            index < self.chunks.len()
-                && batch.num_rows() as u64 == len
-                && batch.schema().fields() == self.schema.fields()
-        };
-        match slot
-            .filter(fits)
-            .map(|(index, _)| self.chunks[index].set(batch))
-        {
+        let stored = self
+            .chunk_at(first, batch.num_rows())
+            .filter(|_| batch.schema().fields() == self.schema.fields())
+            .and_then(|index| self.chunks.get(index))
+            .map(|chunk| chunk.set(batch));
+        match stored {
             Some(Ok(())) => Ok(()),
             _ => Err(Error::Internal(format!(
                 "a batch of an input starting at row {first} does not fit its place"
             ))),
         }
+    }
+
+    /// Keeps the hashes of the rows from row `first` on, those of a batch [`put`](Self::put)
+    /// there. As for `put`, hashes that do not fit a chunk are [`Error::Internal`].
+    pub fn put_hashes(&self, first: u64, hashes: Vec<u64>) -> Result<()> {
+        let stored = self
+            .chunk_at(first, hashes.len())
+            .and_then(|index| self.hashes.get(index))
+            .map(|chunk| chunk.set(hashes));
+        match stored {
+            Some(Ok(())) => Ok(()),
+            _ => Err(Error::Internal(format!(
+                "the hashes of the rows of an input from row {first} on do not fit their place"
+            ))),
+        }
+    }
+
+    /// The hash of row `row`, kept by [`put_hashes`](Self::put_hashes); one not kept (or a row
+    /// past the store) is [`Error::Internal`].
+    pub fn hash(&self, row: u64) -> Result<u64> {
+        (row < self.rows)
+            .then(|| self.locate(row))
+            .and_then(|(chunk, at)| self.hashes.get(chunk)?.get()?.get(at).copied())
+            .ok_or_else(|| Error::Internal(format!("the hash of input row {row} was not kept")))
+    }
+
+    /// The chunk that starts at row `first` and holds `rows` rows, if there is one.
+    fn chunk_at(&self, first: u64, rows: usize) -> Option<usize> {
+        let starts = &self.starts;
+        let index = starts[..starts.len() - 1].binary_search(&first).ok()?;
+        (starts[index + 1] - first == rows as u64).then_some(index)
     }
 
     /// Appends the columns of the rows `rows` (with `PAD` as NULL) to `columns`.
