@@ -734,10 +734,7 @@ fn run_stream_with(
         let store = Arc::clone(store);
         kept(which).then(|| {
             Box::new(move |first, batch: &RecordBatch, hashes: &[u64]| {
-                if keep_hashes {
-                    store.put_hashes(first, hashes.to_vec())?;
-                }
-                store.put(first, batch.clone())
+                store.put(first, batch.clone(), keep_hashes.then(|| hashes.to_vec()))
             }) as KeepBatch
         })
     };

@@ -19,7 +19,7 @@
 //!
 //! The checksum of a row needs its hash, which only a decoded row gives: the late side's rows
 //! are hashed when their unit is decoded, and the smaller side's hashes are kept with its rows
-//! as it is read ([`RowStore::put_hashes`]). Where the checksum is not asked for, neither is.
+//! as it is read ([`RowStore::put`]). Where the checksum is not asked for, neither is.
 
 use std::ops::{Range, RangeInclusive};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,7 +73,7 @@ pub(crate) struct LateSide {
     /// The runs of whole row groups (or record batches) it is read again in, in order.
     units: Vec<Range<u64>>,
     /// Whether the output's checksum is computed: the other side's row hashes are then kept
-    /// with its rows as it is read ([`RowStore::put_hashes`]).
+    /// with its rows as it is read ([`RowStore::put`]).
     hashing: bool,
     /// The pairs of every worker that has finished, grouped by unit.
     finished: Mutex<Vec<UnitPairs>>,

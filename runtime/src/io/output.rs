@@ -102,7 +102,7 @@ pub struct RowStore {
     chunks: Vec<OnceLock<RecordBatch>>,
     /// The first row of each chunk and, last, the row count.
     starts: Vec<u64>,
-    /// The row hashes of each chunk where they are kept ([`put_hashes`](Self::put_hashes)):
+    /// The row hashes of each chunk where they are kept ([`put`](Self::put)):
     /// those of a side held while the other is read twice, for the checksum of the output
     /// written after the join. Each is held as it is read, so the store grows with the rows read,
     /// not with the count a file claims.
@@ -179,52 +179,43 @@ impl RowStore {
         }
     }
 
-    /// Stores the batch whose first row is row `first` of the side. A batch that does not
-    /// start a chunk, or of the wrong length or schema, or one stored twice, is
+    /// Stores the batch whose first row is row `first` of the side, and its rows' hashes where
+    /// they are kept (see [`hash`](Self::hash)). A batch that does not start a chunk, or of the
+    /// wrong length or schema, or one stored twice, or hashes not one a row, are
     /// [`Error::Internal`]: only a bug can cause it.
-    pub fn put(&self, first: u64, batch: RecordBatch) -> Result<()> {
-        let stored = self
-            .chunk_at(first, batch.num_rows())
-            .filter(|_| batch.schema().fields() == self.schema.fields())
-            .and_then(|index| self.chunks.get(index))
-            .map(|chunk| chunk.set(batch));
-        match stored {
-            Some(Ok(())) => Ok(()),
-            _ => Err(Error::Internal(format!(
+    pub fn put(&self, first: u64, batch: RecordBatch, hashes: Option<Vec<u64>>) -> Result<()> {
+        let starts = &self.starts;
+        let rows = batch.num_rows();
+        let fits = |&index: &usize| {
+            starts[index + 1] - first == rows as u64
+                && batch.schema().fields() == self.schema.fields()
+                && hashes.as_ref().is_none_or(|hashes| hashes.len() == rows)
+        };
+        let stored = starts[..starts.len() - 1]
+            .binary_search(&first)
+            .ok()
+            .filter(fits)
+            .and_then(|index| {
+                let hashes = match hashes {
+                    Some(hashes) => self.hashes.get(index)?.set(hashes).ok(),
+                    None => Some(()),
+                };
+                hashes.and_then(|()| self.chunks.get(index)?.set(batch).ok())
+            });
+        stored.ok_or_else(|| {
+            Error::Internal(format!(
                 "a batch of an input starting at row {first} does not fit its place"
-            ))),
-        }
+            ))
+        })
     }
 
-    /// Keeps the hashes of the rows from row `first` on, those of a batch [`put`](Self::put)
-    /// there. As for `put`, hashes that do not fit a chunk are [`Error::Internal`].
-    pub fn put_hashes(&self, first: u64, hashes: Vec<u64>) -> Result<()> {
-        let stored = self
-            .chunk_at(first, hashes.len())
-            .and_then(|index| self.hashes.get(index))
-            .map(|chunk| chunk.set(hashes));
-        match stored {
-            Some(Ok(())) => Ok(()),
-            _ => Err(Error::Internal(format!(
-                "the hashes of the rows of an input from row {first} on do not fit their place"
-            ))),
-        }
-    }
-
-    /// The hash of row `row`, kept by [`put_hashes`](Self::put_hashes); one not kept (or a row
-    /// past the store) is [`Error::Internal`].
+    /// The hash of row `row`, as [`put`](Self::put) kept it; one not kept (or a row past the
+    /// store) is [`Error::Internal`].
     pub fn hash(&self, row: u64) -> Result<u64> {
         (row < self.rows)
             .then(|| self.locate(row))
             .and_then(|(chunk, at)| self.hashes.get(chunk)?.get()?.get(at).copied())
             .ok_or_else(|| Error::Internal(format!("the hash of input row {row} was not kept")))
-    }
-
-    /// The chunk that starts at row `first` and holds `rows` rows, if there is one.
-    fn chunk_at(&self, first: u64, rows: usize) -> Option<usize> {
-        let starts = &self.starts;
-        let index = starts[..starts.len() - 1].binary_search(&first).ok()?;
-        (starts[index + 1] - first == rows as u64).then_some(index)
     }
 
     /// Appends the columns of the rows `rows` (with `PAD` as NULL) to `columns`.

@@ -1221,16 +1221,28 @@ fn a_store_filled_by_parts_gives_the_rows_of_the_whole_batch() {
     let chunked = RowStore::parts(whole.schema(), &[0..3, 3..3, 3..10], 4);
     // Chunks arrive in any order; a chunk that does not start where one does, of the wrong size,
     // or a second copy is refused.
+    // Each row's hash is kept with it, here its number times 3.
+    let hashes =
+        |start: usize, len: usize| Some((start..start + len).map(|row| row as u64 * 3).collect());
     for (start, len) in [(7, 3), (0, 3), (3, 4)] {
         let batch = whole.slice(start, len);
-        assert!(chunked.put(start as u64, whole.slice(0, 1)).is_err());
+        assert!(chunked.put(start as u64, whole.slice(0, 1), None).is_err());
         assert!(chunked
-            .put(start as u64 + 1, whole.slice(start + 1, 1))
+            .put(start as u64 + 1, whole.slice(start + 1, 1), None)
             .is_err());
-        chunked.put(start as u64, batch.clone()).unwrap();
-        assert!(chunked.put(start as u64, batch).is_err());
+        assert!(chunked
+            .put(start as u64, batch.clone(), hashes(start, len - 1))
+            .is_err());
+        chunked
+            .put(start as u64, batch.clone(), hashes(start, len))
+            .unwrap();
+        assert!(chunked.put(start as u64, batch, None).is_err());
     }
-    assert!(chunked.put(10, whole.slice(0, 0)).is_err());
+    assert!(chunked.put(10, whole.slice(0, 0), None).is_err());
+    for row in 0..10 {
+        assert_eq!(chunked.hash(row).unwrap(), row * 3);
+    }
+    assert!(matches!(chunked.hash(10), Err(Error::Internal(_))));
     let rows = [9, PAD, 0, 4, 3, 7, 8, PAD, 1];
     let right = RowStore::whole(RecordBatch::new_empty(whole.schema()));
     let schema = output_schema(whole.schema_ref(), whole.schema_ref(), JoinType::Full);
@@ -1250,9 +1262,12 @@ fn a_store_filled_by_parts_gives_the_rows_of_the_whole_batch() {
 
     // A row whose chunk has not been read is a bug, reported as such.
     let partial = RowStore::parts(whole.schema(), &[0..4, 4..10], 4);
-    partial.put(0, whole.slice(0, 4)).unwrap();
+    partial.put(0, whole.slice(0, 4), None).unwrap();
     let early = take_output(&schema, JoinType::Full, &partial, &right, &[5], &[PAD]);
     assert!(matches!(early, Err(Error::Internal(_))), "{early:?}");
+    // So is the hash of a row whose chunk was kept without its hashes, or not read.
+    assert!(matches!(partial.hash(1), Err(Error::Internal(_))));
+    assert!(matches!(partial.hash(5), Err(Error::Internal(_))));
 }
 
 #[test]
