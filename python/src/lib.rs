@@ -345,6 +345,21 @@ impl Drop for OutputBatches {
     }
 }
 
+/// Runs `work` on the sources `left` and `right` (tables or files in `format`) detached from the
+/// interpreter (see [`run_detached`]), with `stop` set by Ctrl-C.
+fn on_sources<T: Send + 'static>(
+    py: Python<'_>,
+    (left, right): (&Bound<'_, PyAny>, &Bound<'_, PyAny>),
+    format: Option<&str>,
+    stop: &Arc<AtomicBool>,
+    work: impl FnOnce(Source, Source, &AtomicBool) -> Result<T, Error> + Send + 'static,
+) -> PyResult<T> {
+    let left = source_from(left, "left", format)?;
+    let right = source_from(right, "right", format)?;
+    let work_stop = Arc::clone(stop);
+    run_detached(py, stop, move || work(left, right, &work_stop))
+}
+
 fn prepare(
     py: Python<'_>,
     left: &Bound<'_, PyAny>,
@@ -353,11 +368,8 @@ fn prepare(
     join: TableJoin,
     stop: &Arc<AtomicBool>,
 ) -> PyResult<PreparedTables> {
-    let left = source_from(left, "left", format)?;
-    let right = source_from(right, "right", format)?;
-    let prepare_stop = Arc::clone(stop);
-    run_detached(py, stop, move || {
-        join.prepare_sources(left, right, Some(&prepare_stop))
+    on_sources(py, (left, right), format, stop, move |left, right, stop| {
+        join.prepare_sources(left, right, Some(stop))
     })
 }
 
@@ -488,12 +500,13 @@ fn explain(
         plan
     } else {
         // Only the keys are looked at, so of a file only its key columns are decoded.
-        let left = source_from(left, "left", format)?;
-        let right = source_from(right, "right", format)?;
-        let plan_stop = Arc::clone(&stop);
-        run_detached(py, &stop, move || {
-            request.plan_sources(left, right, top, Some(&plan_stop))
-        })?
+        on_sources(
+            py,
+            (left, right),
+            format,
+            &stop,
+            move |left, right, stop| request.plan_sources(left, right, top, Some(stop)),
+        )?
     };
     serde_json::to_string(&plan).map_err(|error| PyRuntimeError::new_err(error.to_string()))
 }
