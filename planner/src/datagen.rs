@@ -59,8 +59,9 @@ pub mod pavlo;
 pub const MAX_KEYS: u64 = u32::MAX as u64;
 
 /// The most rows a generated side may have: the exact join counts stay within `u64` (a
-/// product of two sides' rows), and the join engine numbers rows in 32 bits.
-pub const MAX_ROWS: u64 = u32::MAX as u64;
+/// product of two sides' rows), and the join engine numbers rows in 32 bits, `u32::MAX` marking
+/// a missing side, so that a generated file can always be joined.
+pub const MAX_ROWS: u64 = u32::MAX as u64 - 1;
 
 /// Exclusive upper bound of the `value` payload column.
 const VALUE_RANGE: u64 = 1_000_000;

@@ -464,7 +464,18 @@ fn validate_rejects_bad_specs() {
         ..d()
     })
     .starts_with("--right-skew"));
+    // As many rows as a side of a join may have: fewer than u32::MAX, which marks a missing
+    // side, so that every generated file can be joined.
+    assert!(bad(GenSpec {
+        left_rows: u64::from(u32::MAX),
+        ..d()
+    })
+    .starts_with("--left-rows"));
     for ok in [
+        GenSpec {
+            right_rows: u64::from(u32::MAX) - 1,
+            ..d()
+        },
         GenSpec { noise: 0.0, ..d() },
         GenSpec { noise: 1.0, ..d() },
         GenSpec {
