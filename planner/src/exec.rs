@@ -254,7 +254,7 @@ impl<K> JoinJob<K> {
     /// none, at least one partition.
     pub(crate) fn check(&self) -> Result<(), PlanError> {
         if self.left.len() >= u32::MAX as usize || self.right.len() >= u32::MAX as usize {
-            return usage_err!("an input has 2^32 rows or more; split it into several files");
+            return usage_err!("an input has 2^32 - 1 rows or more; split it into several files");
         }
         if (!self.left_hashes.is_empty() && self.left_hashes.len() != self.left.len())
             || (!self.right_hashes.is_empty() && self.right_hashes.len() != self.right.len())

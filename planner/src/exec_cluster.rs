@@ -280,7 +280,7 @@ where
     C: Fn() + Send + Sync + 'static,
 {
     if job.left_rows >= u64::from(u32::MAX) || job.right_rows >= u64::from(u32::MAX) {
-        return usage_err!("an input share has 2^32 rows or more; split it into several files");
+        return usage_err!("an input share has 2^32 - 1 rows or more; split it into several files");
     }
     if (job.left_rows, job.right_rows) != (facts.left_rows, facts.right_rows) {
         return usage_err!(

@@ -158,7 +158,7 @@ where
         return usage_err!("the partition count must be at least 1");
     }
     if job.left_rows >= u64::from(u32::MAX) || job.right_rows >= u64::from(u32::MAX) {
-        return usage_err!("an input has 2^32 rows or more; split it into several files");
+        return usage_err!("an input has 2^32 - 1 rows or more; split it into several files");
     }
     let start = Instant::now();
     let guards = timely::execute(timely::Config::process(job.workers), move |worker| {

@@ -130,7 +130,7 @@ impl InputFile {
                 FileFormat::Parquet => {
                     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
                         .map_err(|error| parquet_read_error(path, error))?;
-                    group_rows = row_group_rows(builder.metadata());
+                    group_rows = row_group_rows(path, builder.metadata())?;
                     // The row groups' counts, not the footer's total: they are what the reader
                     // decodes, and where a faulty writer's total disagrees, the parts of the
                     // file would not end where the row groups do.
@@ -204,7 +204,7 @@ impl InputFile {
                 fenced(path, format, || {
                     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
                         .map_err(|error| parquet_read_error(path, error))?;
-                    let all_groups = row_group_rows(builder.metadata());
+                    let all_groups = row_group_rows(path, builder.metadata())?;
                     let run = share_run(&all_groups, share);
                     group_rows = all_groups[run.clone()].to_vec();
                     let rows = total_rows(path, &group_rows)?;
@@ -672,7 +672,7 @@ pub(super) fn total_rows(path: &Path, counts: &[u64]) -> Result<u64> {
 
 /// Checks that `rows` rows of `name` (a file, a share of one, a table) fit one side of a join:
 /// row numbers are 32-bit, `u32::MAX` marking a missing side. Checked as an input is opened, so
-/// that a file too large (or one whose counts claim so) is refused before anything is read.
+/// that a file too large (or one whose counts claim so) is refused before the join reads it.
 pub(crate) fn check_side_rows(name: &str, rows: u64) -> Result<()> {
     if rows >= u64::from(u32::MAX) {
         return Err(Error::Input(format!(
@@ -777,11 +777,11 @@ impl Batches {
         self.pending_rows = 0;
         let counts = match self.format {
             FileFormat::Parquet => "its row groups' counts say",
-            FileFormat::ArrowIpc => "its record batches' counts say",
+            FileFormat::ArrowIpc => "its record batches' counts when it was opened said",
             FileFormat::Csv => "a count of its records when it was opened said",
         };
         let decoded = match self.decoded > self.counted {
-            true => "more".to_string(),
+            true => format!("more than {}", self.counted),
             false => self.decoded.to_string(),
         };
         Error::Input(format!(

@@ -181,7 +181,7 @@ impl RowStore {
 
     /// Stores the batch whose first row is row `first` of the side, and its rows' hashes where
     /// they are kept (see [`hash`](Self::hash)). A batch that does not start a chunk, or of the
-    /// wrong length or schema, or one stored twice, or hashes not one a row, are
+    /// wrong length or schema, or one stored twice, or hashes not one per row, are
     /// [`Error::Internal`]: only a bug can cause it.
     pub fn put(&self, first: u64, batch: RecordBatch, hashes: Option<Vec<u64>>) -> Result<()> {
         let starts = &self.starts;

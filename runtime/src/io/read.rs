@@ -168,7 +168,7 @@ fn read_parquet_share(path: &Path, file: File, share: Share) -> Result<RecordBat
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(corrupt)?;
     let schema = builder.schema().clone();
     // Row counts come from the footer, so choosing this share's row groups reads no data.
-    let run = share_run(&row_group_rows(builder.metadata()), share);
+    let run = share_run(&row_group_rows(path, builder.metadata())?, share);
     let reader = builder
         .with_row_groups(run.collect())
         .with_batch_size(READ_BATCH_ROWS)

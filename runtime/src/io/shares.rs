@@ -74,14 +74,28 @@ pub(crate) fn share_run(weights: &[u64], share: Share) -> Range<usize> {
     boundary(share.index)..boundary(share.index + 1)
 }
 
-/// The rows of each row group of a Parquet file, from its footer. A negative count is corrupt;
-/// weighing it 0 leaves the error to the decoder.
-pub(crate) fn row_group_rows(metadata: &parquet::file::metadata::ParquetMetaData) -> Vec<u64> {
-    metadata
+/// The rows of each row group of the Parquet file `path`, from its footer. A negative count is
+/// corrupt; weighing it 0 leaves the error to the decoder. A footer whose total says no rows
+/// while its row groups hold some is [`Error::Input`]: the parquet crate's reader decodes
+/// batches of at most the total's rows, so it would decode none of them.
+pub(crate) fn row_group_rows(
+    path: &std::path::Path,
+    metadata: &parquet::file::metadata::ParquetMetaData,
+) -> Result<Vec<u64>> {
+    let rows: Vec<u64> = metadata
         .row_groups()
         .iter()
         .map(|group| u64::try_from(group.num_rows()).unwrap_or(0))
-        .collect()
+        .collect();
+    let total = metadata.file_metadata().num_rows();
+    if total == 0 && rows.iter().any(|&rows| rows > 0) {
+        return Err(Error::Input(format!(
+            "{}: its footer says it holds 0 rows, but its row groups hold some; the file is \
+             corrupt, re-export it",
+            path.display()
+        )));
+    }
+    Ok(rows)
 }
 
 /// The body length of each record batch of an Arrow IPC file, checked against the batches its

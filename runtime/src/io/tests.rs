@@ -486,15 +486,11 @@ fn truncated_files_are_input_errors_not_panics() {
     input_message(read_table(&path, FileFormat::ArrowIpc));
 }
 
-/// `path`'s Parquet footer patched to say `claimed` rows in all where it says `rows`, its row
-/// groups unchanged; both counts between 64 and 8191, so that the patch is the same length. The
-/// parquet crate's own metadata writer recomputes the count, so the thrift is patched in place:
-/// `FileMetaData` field 3, an i64 (compact protocol: the header byte 0x16, then the zigzag
-/// varint), right after the schema.
 /// Rewrites the count `rows` in the Parquet footer of `path` as `claimed`: of the places the
-/// footer holds `rows` as a thrift i64 field, the one where `count` (read back from the patched
-/// footer) becomes `claimed`, with the footer's length mended; the file is left so patched. Parquet's own metadata writer
-/// recomputes what it can, so a lying footer is made by hand.
+/// footer holds `rows` as a thrift i64 field (compact protocol: the header byte 0x16, then the
+/// zigzag varint), the one where `count` (read back from the patched footer) becomes `claimed`,
+/// with the footer's length mended; the file is left so patched. The parquet crate's own
+/// metadata writer recomputes the counts, so a lying footer is made by hand.
 pub(crate) fn patch_parquet_count(
     path: &Path,
     rows: i64,
@@ -579,6 +575,16 @@ fn a_footers_row_count_gives_way_to_its_row_groups() {
             );
         }
     }
+    // A total of 0 is the one the reader cannot read past: it decodes batches of at most the
+    // total's rows.
+    claim_parquet_rows(&path, 107, 0);
+    match batches::InputFile::open(&path, FileFormat::Parquet, &["id".into()]) {
+        Err(Error::Input(message)) => {
+            assert!(message.contains("groups.parquet"), "{message}");
+            assert!(message.contains("footer says it holds 0 rows"), "{message}");
+        }
+        other => panic!("a footer of 0 rows: expected an input error, got {other:?}"),
+    }
 }
 
 #[test]
@@ -595,7 +601,10 @@ fn a_row_group_that_holds_other_rows_than_it_claims_is_a_corrupt_file() {
         writer.write(table).unwrap();
         writer.close().unwrap();
     };
-    for (claimed, decoded) in [(120, "but 100 were decoded"), (80, "but more were decoded")] {
+    for (claimed, decoded) in [
+        (120, "but 100 were decoded"),
+        (80, "but more than 80 were decoded"),
+    ] {
         write_parquet(&path, &table);
         patch_parquet_count(&path, 100, claimed, |metadata| {
             metadata.row_group(0).num_rows()
@@ -613,7 +622,8 @@ fn a_row_group_that_holds_other_rows_than_it_claims_is_a_corrupt_file() {
             );
         }
     }
-    // A claim of 2^32 rows or more is refused as the file is opened, before any of it is read.
+    // A claim of 2^32 - 1 rows or more is refused as the file is opened, before any of it is
+    // read.
     for claimed in [u32::MAX as i64, 1 << 40] {
         write_parquet(&path, &table);
         patch_parquet_count(&path, 100, claimed, |metadata| {

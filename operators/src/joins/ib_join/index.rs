@@ -26,7 +26,7 @@ impl<K: JoinKey, S> Index<K, S> {
         order(&mut rows);
         assert!(
             rows.len() < u32::MAX as usize,
-            "the broadcast side has 2^32 rows or more"
+            "the broadcast side has 2^32 - 1 rows or more"
         );
         let mut starts = Vec::new();
         let mut row_ids = Vec::with_capacity(rows.len());
