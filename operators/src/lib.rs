@@ -113,7 +113,7 @@ pub mod kernel;
 pub mod statistics;
 
 // Every module also keeps the path it had before the parts were grouped.
-pub use exchange::{hash, partition, range_pact, route};
+pub use exchange::{batch_builder, hash, partition, range_pact, route};
 pub use joins::{broadcast_join, ddr_join, der_join, ib_join, shuffle_join, tree_join};
 pub use kernel::{buckets, partitioned_join};
 pub use statistics::{heavy_hitters, key_stats, load, sample};

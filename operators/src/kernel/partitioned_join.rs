@@ -23,13 +23,13 @@
 //! kept until its last row is given, so downstream frontiers still say when a time's output is
 //! complete.
 
-use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, InputCapability};
 use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
+use crate::batch_builder::batch_exchange;
 use crate::buckets::{KeyBuckets, SteppedBuckets};
 use crate::join_logic::JoinLogic;
 use crate::join_type::JoinType;
@@ -146,8 +146,8 @@ where
         loads.register(partition);
     }
     let slots = local.len();
-    let pact_left = Exchange::new(|record: &Routed<K, L>| record.0.exchange_hash());
-    let pact_right = Exchange::new(|record: &Routed<K, R>| record.0.exchange_hash());
+    let pact_left = batch_exchange(|record: &Routed<K, L>| record.0.exchange_hash());
+    let pact_right = batch_exchange(|record: &Routed<K, R>| record.0.exchange_hash());
     let scope = left.scope();
 
     left.binary_frontier(

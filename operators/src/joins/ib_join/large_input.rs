@@ -1,10 +1,11 @@
 //! The large side as the probe takes it: routed to partitions and exchanged, or left in place.
 
-use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
+use crate::batch_builder::{batch_exchange, BatchExchange};
 use crate::key::JoinKey;
 use crate::route::{null_aware, Destination, Routed};
 
@@ -28,12 +29,12 @@ pub(super) fn routed_large<'s, T: Timestamp, K: JoinKey, G: ExchangeData>(
     K,
     G,
     Routed<K, G>,
-    Exchange<Routed<K, G>, impl FnMut(&Routed<K, G>) -> u64 + 'static>,
+    BatchExchange<Routed<K, G>, impl FnMut(&Routed<K, G>) -> u64 + 'static>,
     impl FnMut(&Routed<K, G>) -> Option<u32> + 'static,
 > {
     LargeInput {
         stream,
-        pact: Exchange::new(|record: &Routed<K, G>| record.0.exchange_hash()),
+        pact: batch_exchange(|record: &Routed<K, G>| record.0.exchange_hash()),
         place: |record: &Routed<K, G>| {
             Some(
                 record

@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use timely::dataflow::channels::pact::{Exchange, ParallelizationContract};
+use timely::dataflow::channels::pact::ParallelizationContract;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::StreamVec;
@@ -18,6 +18,7 @@ use super::large_input::LargeInput;
 use super::tracking::{
     id_range, slice_bits, MatchSet, TrackPayload, Tracking, TrackingMode, MESSAGE_HEADER_BYTES,
 };
+use crate::batch_builder::batch_exchange;
 use crate::join_logic::JoinLogic;
 use crate::join_type::{JoinType, Side};
 use crate::kernel::{GroupedKeys, GROUP_PIECE};
@@ -98,7 +99,7 @@ where
     let row_bytes = std::mem::size_of::<(K, S)>() as u64;
     small_stream.binary_frontier(
         large_stream,
-        Exchange::new(|record: &Routed<K, S>| record.0.exchange_hash()),
+        batch_exchange(|record: &Routed<K, S>| record.0.exchange_hash()),
         large_pact,
         "IbProbe",
         move |_capability, info| {
