@@ -4,7 +4,9 @@
 //! its builder's capacity: with its default (8 KiB, 204 routed records of 40 bytes) a uniform
 //! 10M x 10M join sent about 100,000 messages, each a container handed to a channel, scheduled
 //! and drained on the other side. [`BatchBuilder`] gathers [`EXCHANGE_BATCH_BYTES`] of records
-//! before it sends them, eight times fewer messages.
+//! before it sends them, eight times fewer messages. The partitioned join's pacts and IB-Join's
+//! use it. VPRP's [`range_pact`](super::range_pact) keeps timely's builders: with this one its
+//! uniform 10M x 10M join was no faster (4.78 s against 4.69 s, 5 alternating runs).
 //!
 //! ```
 //! use skewjoin_operators::exchange::batch_builder::{batch_records, BatchBuilder};
