@@ -4,9 +4,13 @@
 //! its builder's capacity: with its default (8 KiB, 204 routed records of 40 bytes) a uniform
 //! 10M x 10M join sent about 100,000 messages, each a container handed to a channel, scheduled
 //! and drained on the other side. [`BatchBuilder`] gathers [`EXCHANGE_BATCH_BYTES`] of records
-//! before it sends them, eight times fewer messages. The partitioned join's pacts and IB-Join's
-//! use it. VPRP's [`range_pact`](super::range_pact) keeps timely's builders: with this one its
-//! uniform 10M x 10M join was no faster (4.78 s against 4.69 s, 5 alternating runs).
+//! before it sends them, eight times fewer messages. And the pact copied every record once
+//! more, from the container it was given into the one for the record's worker, though
+//! [`route`](crate::route::route) had just chosen that worker: [`batch_exchange`] sends a
+//! container whose records all go to one worker as it is, and `route` makes its containers so.
+//! The partitioned join's pacts and IB-Join's use it. VPRP's [`range_pact`](super::range_pact)
+//! keeps timely's builders: with [`BatchBuilder`] its uniform 10M x 10M join was no faster
+//! (4.78 s against 4.69 s, 5 alternating runs).
 //!
 //! ```
 //! use skewjoin_operators::exchange::batch_builder::{batch_records, BatchBuilder};
@@ -31,10 +35,11 @@
 
 use std::collections::VecDeque;
 
-use timely::container::{
-    ContainerBuilder, DrainContainer, LengthPreservingContainerBuilder, PushInto,
-};
-use timely::dataflow::channels::pact::ExchangeCore;
+use timely::container::{ContainerBuilder, PushInto};
+use timely::dataflow::channels::pact::DistributorPact;
+use timely::dataflow::channels::pushers::exchange::Distributor;
+use timely::dataflow::channels::Message;
+use timely::progress::Stamp;
 
 /// Bytes of records an exchange gathers for one worker before it sends them.
 pub const EXCHANGE_BATCH_BYTES: usize = 64 << 10;
@@ -52,17 +57,104 @@ pub const fn batch_records<T>() -> usize {
     }
 }
 
-/// An exchange pact by `hash` whose containers hold [`batch_records`] records.
-pub type BatchExchange<T, F> = ExchangeCore<BatchBuilder<T>, F>;
+/// The worker an exchange sends a record of hash `hash` to: `hash` modulo the workers, as
+/// timely's own exchange pact does, with a mask where the workers are a power of two.
+#[derive(Clone, Copy, Debug)]
+pub struct Workers {
+    count: u64,
+    mask: Option<u64>,
+}
 
-/// An exchange pact that routes each record by `hash` (the worker is `hash` modulo the workers)
-/// and sends containers of [`batch_records`] records.
+impl Workers {
+    /// `count` workers (at least one).
+    pub fn new(count: usize) -> Workers {
+        let count = count.max(1) as u64;
+        Workers {
+            count,
+            mask: count.is_power_of_two().then(|| count - 1),
+        }
+    }
+
+    /// The worker of hash `hash`.
+    #[inline]
+    pub fn of(self, hash: u64) -> usize {
+        match self.mask {
+            Some(mask) => (hash & mask) as usize,
+            None => (hash % self.count) as usize,
+        }
+    }
+}
+
+/// An exchange pact that sends each record to the worker of its hash ([`Workers::of`]), in
+/// containers of [`batch_records`] records; a container whose records all go to one worker (as
+/// [`route`](crate::route::route) makes them) is sent whole, without a copy.
+pub type BatchExchange<T, F> = DistributorPact<Box<dyn FnOnce(usize) -> BatchDistributor<T, F>>>;
+
+/// The [`BatchExchange`] of `hash`.
 pub fn batch_exchange<T, F>(hash: F) -> BatchExchange<T, F>
 where
     T: 'static,
-    for<'a> F: FnMut(&<Vec<T> as DrainContainer>::Item<'a>) -> u64 + 'static,
+    F: FnMut(&T) -> u64 + 'static,
 {
-    ExchangeCore::<BatchBuilder<T>, F>::new_core(hash)
+    DistributorPact(Box::new(move |peers| BatchDistributor {
+        workers: Workers::new(peers),
+        builders: (0..peers).map(|_| BatchBuilder::default()).collect(),
+        hash,
+    }))
+}
+
+/// The distributor behind [`BatchExchange`].
+pub struct BatchDistributor<T, F> {
+    workers: Workers,
+    builders: Vec<BatchBuilder<T>>,
+    hash: F,
+}
+
+impl<T: 'static, F: FnMut(&T) -> u64> Distributor<Vec<T>> for BatchDistributor<T, F> {
+    fn partition<S: Clone, P: timely::communication::Push<Message<S, Vec<T>>>>(
+        &mut self,
+        container: &mut Vec<T>,
+        stamp: &Stamp<S>,
+        pushers: &mut [P],
+    ) {
+        let workers = self.workers;
+        if let Some(first) = container.first() {
+            let worker = workers.of((self.hash)(first));
+            let mut one_worker = true;
+            for record in container.iter() {
+                one_worker &= workers.of((self.hash)(record)) == worker;
+            }
+            if one_worker {
+                // Its records are counted where it arrives, as many as were given here.
+                Message::push_at(container, stamp.clone(), &mut pushers[worker]);
+                container.clear();
+                return;
+            }
+        }
+        for record in container.drain(..) {
+            let worker = workers.of((self.hash)(&record));
+            self.builders[worker].push_into(record);
+            while let Some(full) = self.builders[worker].extract() {
+                Message::push_at(full, stamp.clone(), &mut pushers[worker]);
+            }
+        }
+    }
+
+    fn flush<S: Clone, P: timely::communication::Push<Message<S, Vec<T>>>>(
+        &mut self,
+        stamp: &Stamp<S>,
+        pushers: &mut [P],
+    ) {
+        for (builder, pusher) in self.builders.iter_mut().zip(pushers) {
+            while let Some(rest) = builder.finish() {
+                Message::push_at(rest, stamp.clone(), pusher);
+            }
+        }
+    }
+
+    fn relax(&mut self) {
+        self.builders.iter_mut().for_each(BatchBuilder::relax);
+    }
 }
 
 /// Builds `Vec` containers of [`batch_records`] records, in the order they were pushed. The
@@ -136,9 +228,6 @@ impl<T: 'static> ContainerBuilder for BatchBuilder<T> {
     }
 }
 
-// Every record pushed comes out in exactly one container.
-impl<T: 'static> LengthPreservingContainerBuilder for BatchBuilder<T> {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +280,60 @@ mod tests {
         builder.push_into(u32::MAX);
         assert_eq!(builder.finish().cloned(), Some(vec![u32::MAX]));
         assert!(builder.finish().is_none());
+    }
+
+    /// A pusher that keeps every container it is given.
+    struct Kept(Vec<Vec<u64>>);
+
+    impl timely::communication::Push<Message<u32, Vec<u64>>> for Kept {
+        fn push(&mut self, message: &mut Option<Message<u32, Vec<u64>>>) {
+            if let Some(message) = message.take() {
+                self.0.push(message.data);
+            }
+        }
+    }
+
+    #[test]
+    fn one_workers_container_passes_whole_and_a_mixed_one_goes_record_by_record() {
+        let stamp = Stamp::from_elem(0u32);
+        for workers in [1, 2, 3, 4, 8] {
+            let mut distributor = BatchDistributor {
+                workers: Workers::new(workers),
+                builders: (0..workers).map(|_| BatchBuilder::default()).collect(),
+                hash: |record: &u64| *record,
+            };
+            let mut pushers: Vec<Kept> = (0..workers).map(|_| Kept(Vec::new())).collect();
+            // Every record of this one goes to worker 1 % workers: sent as it is, at once.
+            let one: Vec<u64> = (0..10).map(|i| (i * workers + 1) as u64).collect();
+            let mut container = one.clone();
+            distributor.partition(&mut container, &stamp, &mut pushers);
+            assert!(
+                container.is_empty(),
+                "{workers} workers: the container is taken"
+            );
+            for (worker, pusher) in pushers.iter_mut().enumerate() {
+                let expected = if worker == 1 % workers {
+                    vec![one.clone()]
+                } else {
+                    vec![]
+                };
+                assert_eq!(pusher.0, expected, "{workers} workers, worker {worker}");
+                pusher.0.clear();
+            }
+            // This one's records go everywhere: each to the worker of its hash, in order.
+            let records = 3 * batch_records::<u64>() as u64 + 11;
+            let mut container: Vec<u64> = (0..records).collect();
+            distributor.partition(&mut container, &stamp, &mut pushers);
+            distributor.flush(&stamp, &mut pushers);
+            assert!(container.is_empty());
+            for (worker, pusher) in pushers.iter().enumerate() {
+                let got: Vec<u64> = pusher.0.iter().flatten().copied().collect();
+                let expected: Vec<u64> = (0..records)
+                    .filter(|record| *record as usize % workers == worker)
+                    .collect();
+                assert_eq!(got, expected, "{workers} workers, worker {worker}");
+            }
+        }
     }
 
     #[test]

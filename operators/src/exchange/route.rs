@@ -11,6 +11,7 @@ use timely::dataflow::StreamVec;
 use timely::progress::Timestamp;
 use timely::ExchangeData;
 
+use crate::batch_builder::{batch_records, Workers};
 use crate::key::JoinKey;
 use crate::partition::{Dest, Partitioning};
 
@@ -51,37 +52,54 @@ where
     V: ExchangeData + Clone,
     F: FnMut(&K, &V) -> Route + 'static,
 {
-    let workers = stream.scope().peers() as u32;
+    let workers = stream.scope().peers();
+    let exchange = Workers::new(workers);
+    let full = batch_records::<Routed<K, V>>();
     stream.unary(Pipeline, name, move |_, _| {
-        // Each input batch is routed into a container of its own and handed over whole: giving
-        // records one at a time cost a container builder's checks per record.
-        let mut routed = Vec::new();
+        // Records are routed into a container per worker and each is handed over whole: giving
+        // records one at a time cost a container builder's checks per record, and a container
+        // bound for one worker crosses the exchange without being copied (`batch_exchange`).
+        let mut routed: Vec<Vec<Routed<K, V>>> = (0..workers).map(|_| Vec::new()).collect();
         move |input, output| {
             input.for_each_stamp(|cap, data| {
                 let mut session = output.session(&cap);
+                // Adds a record to its worker's container, handing the container over when full.
+                macro_rules! send {
+                    ($worker:expr, $record:expr) => {{
+                        let container = &mut routed[$worker];
+                        if container.capacity() == 0 {
+                            // A container given away leaves none behind: growing the next one
+                            // by doubling copied every record once more.
+                            container.reserve(full);
+                        }
+                        container.push($record);
+                        if container.len() >= full {
+                            session.give_container(container);
+                            container.clear();
+                        }
+                    }};
+                }
                 for batch in data {
-                    routed.reserve(batch.len());
                     for (key, value) in batch.drain(..) {
                         match rule(&key, &value) {
                             Route::To(partition) => {
-                                routed.push((Dest::partition(partition), (key, value)))
+                                let dest = Dest::partition(partition);
+                                send!(exchange.of(dest.exchange_hash()), (dest, (key, value)));
                             }
                             Route::Broadcast => {
-                                for worker in 1..workers {
-                                    routed.push((
-                                        Dest::all_of_worker(worker),
-                                        (key.clone(), value.clone()),
-                                    ));
-                                }
-                                routed.push((Dest::all_of_worker(0), (key, value)));
+                                (1..workers).for_each(|worker| {
+                                    let dest = Dest::all_of_worker(worker as u32);
+                                    send!(worker, (dest, (key.clone(), value.clone())));
+                                });
+                                send!(0, (Dest::all_of_worker(0), (key, value)));
                             }
                             Route::Drop => {}
                         }
                     }
-                    if !routed.is_empty() {
-                        session.give_container(&mut routed);
-                        routed.clear();
-                    }
+                }
+                for container in routed.iter_mut().filter(|c| !c.is_empty()) {
+                    session.give_container(container);
+                    container.clear();
                 }
             });
         }
