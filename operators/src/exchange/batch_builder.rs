@@ -8,9 +8,9 @@
 //! more, from the container it was given into the one for the record's worker, though
 //! [`route`](crate::route::route) had just chosen that worker: [`batch_exchange`] sends a
 //! container whose records all go to one worker as it is, and `route` makes its containers so.
-//! The partitioned join's pacts and IB-Join's use it. VPRP's [`range_pact`](super::range_pact)
-//! keeps timely's builders: with [`BatchBuilder`] its uniform 10M x 10M join was no faster
-//! (4.78 s against 4.69 s, 5 alternating runs).
+//! The partitioned join's pacts (every strategy that joins in it: Shuffle-Join, VPRP, AM-Join,
+//! ...) and IB-Join's use it. Routers other than `route` (VPRP's `route_by_ranges`, AM-Join's)
+//! give containers of records for several workers, which go record by record as before.
 //!
 //! ```
 //! use skewjoin_operators::exchange::batch_builder::{batch_records, BatchBuilder};
@@ -158,7 +158,8 @@ impl<T: 'static, F: FnMut(&T) -> u64> Distributor<Vec<T>> for BatchDistributor<T
 }
 
 /// Builds `Vec` containers of [`batch_records`] records, in the order they were pushed. The
-/// last container sent is kept, emptied, for the next (timely hands it back).
+/// container last handed out is kept and, cleared, filled next: a pusher may give it back with
+/// its allocation (a channel to another process does).
 #[derive(Debug)]
 pub struct BatchBuilder<T> {
     /// The container being filled.

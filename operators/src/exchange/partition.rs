@@ -35,9 +35,10 @@ impl Dest {
         (self.0 & ALL_OF_WORKER == 0).then_some(self.0 as u32)
     }
 
-    /// The value timely's exchange pact routes on. Timely sends hash `h` to worker `h % W` (a mask
-    /// when W is a power of two, the same thing), so a partition goes to `p % W` and a broadcast
-    /// copy to its worker.
+    /// The value the exchange pacts route on. Timely's and
+    /// [`batch_exchange`](crate::batch_builder::batch_exchange) alike send hash `h` to worker
+    /// `h % W` (a mask when W is a power of two, the same thing), so a partition goes to `p % W`
+    /// and a broadcast copy to its worker.
     #[inline]
     pub fn exchange_hash(self) -> u64 {
         self.0 & !ALL_OF_WORKER
