@@ -120,11 +120,13 @@ impl<T: 'static, F: FnMut(&T) -> u64> Distributor<Vec<T>> for BatchDistributor<T
         let workers = self.workers;
         if let Some(first) = container.first() {
             let worker = workers.of((self.hash)(first));
-            let mut one_worker = true;
-            for record in container.iter() {
-                one_worker &= workers.of((self.hash)(record)) == worker;
-            }
-            if one_worker {
+            // A mixed container (VPRP's and AM-Join's routers give them) stops the check at its
+            // first record for another worker, rather than hashing every record twice.
+            let hash = &mut self.hash;
+            if container[1..]
+                .iter()
+                .all(|record| workers.of(hash(record)) == worker)
+            {
                 // Its records are counted where it arrives, as many as were given here.
                 Message::push_at(container, stamp.clone(), &mut pushers[worker]);
                 container.clear();
