@@ -38,6 +38,7 @@
 use crate::hash::mix64;
 use crate::join_logic::JoinLogic;
 use crate::join_type::JoinType;
+use crate::kernel::slots::prefetch;
 use crate::kernel::{local_join_logic, BuildTable, SteppedJoin};
 use crate::key::JoinKey;
 
@@ -54,6 +55,9 @@ pub const SPLIT_ROWS: usize = 1 << 15;
 fn bucket_of<K: JoinKey>(key: &K) -> usize {
     mix64(key.stable_hash()) as usize & (BUCKETS - 1)
 }
+
+/// A cache line's bytes.
+const LINE_BYTES: usize = 64;
 
 /// The most bytes of rows in one chunk of a bucket: below the allocator's threshold for mapping
 /// memory of its own, so chunks come from and go back to its heap.
@@ -87,6 +91,14 @@ impl<K, V> Bucket<K, V> {
             self.start_chunk();
         }
         self.current.push(row);
+        // The line after the one just written: rows go to 256 buckets in turn, so this
+        // bucket's next row comes hundreds of rows later, by when the line is in the cache;
+        // storing into a line not in the cache stalled the scatter on every line.
+        prefetch(
+            self.current
+                .as_ptr()
+                .wrapping_add(self.current.len() + LINE_BYTES / size_of::<(K, V)>().max(1)),
+        );
     }
 
     #[cold]

@@ -45,14 +45,15 @@ pub(super) fn tag<K: JoinKey>(key: &K) -> u32 {
     ((mix64(key.stable_hash()) >> 32) as u32) | 1
 }
 
-/// Asks the CPU to start loading `item`'s cache line; a no-op where there is no such hint.
+/// Asks the CPU to start loading `item`'s cache line; a no-op where there is no such hint. Any
+/// address will do, also one past an allocation's end.
 #[inline(always)]
-pub(super) fn prefetch<T>(item: &T) {
+pub(super) fn prefetch<T>(item: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint: it cannot fault and changes nothing the program sees.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(item).cast());
+        _mm_prefetch::<_MM_HINT_T0>(item.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = item;
