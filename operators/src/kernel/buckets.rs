@@ -91,9 +91,10 @@ impl<K, V> Bucket<K, V> {
             self.start_chunk();
         }
         self.current.push(row);
-        // The line after the one just written: rows go to 256 buckets in turn, so this
-        // bucket's next row comes hundreds of rows later, by when the line is in the cache;
-        // storing into a line not in the cache stalled the scatter on every line.
+        // The row a line's width past the end of this one (for rows of at most 64 bytes, in
+        // the next line, or in this one's where it has room): rows go to 256 buckets by hash,
+        // so this bucket's next row comes some 256 rows later, time for the line to arrive.
+        // Without it, the samples of the scatter sat on the store of each row.
         prefetch(
             self.current
                 .as_ptr()
@@ -103,7 +104,7 @@ impl<K, V> Bucket<K, V> {
 
     #[cold]
     fn start_chunk(&mut self) {
-        let most = (CHUNK_BYTES / std::mem::size_of::<(K, V)>().max(1)).max(1);
+        let most = (CHUNK_BYTES / size_of::<(K, V)>().max(1)).max(1);
         let next = (self.current.capacity() * 2).clamp(1, most);
         let full = std::mem::replace(&mut self.current, Vec::with_capacity(next));
         if !full.is_empty() {
