@@ -1,7 +1,7 @@
 //! The balance tables of issue 5 (VPRP), at small scale, W = 2 worker threads; loads are counts of
 //! records received and output rows produced per partition, reported as max/mean.
 //!
-//! `cargo run --release -p skewjoin-planner --example vprp_balance -- [rows]`
+//! `cargo run --release -p skewjoin-benches --bin vprp_balance -- [rows]`
 //! (default 200000 rows per side). The README's "VPRP's balance, measured" keeps a run's tables
 //! and what they show.
 //!

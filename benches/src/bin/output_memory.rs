@@ -9,8 +9,8 @@
 //! in flight, not the whole output.
 //!
 //! ```text
-//! cargo build --release -p skewjoin-planner --example output_memory
-//! /usr/bin/time -v target/release/examples/output_memory shuffle [rows] [--keys N] [--partitions P]
+//! cargo build --release -p skewjoin-benches --bin output_memory
+//! /usr/bin/time -v target/release/output_memory shuffle [rows] [--keys N] [--partitions P]
 //! ```
 //!
 //! Strategies by their command-line names: `shuffle`, `tree-basic` (basic Tree-Join), `am`
