@@ -7,8 +7,9 @@
 //!    into L: such keys are most likely join keys whose other side the sample missed.
 //!    [`DEFAULT_THETA`] is 9, the top of the paper's 4..9: a 5 % sample of sparse join data sees
 //!    many join keys on one side only, and unfolded they pile into the first noise ranges.
-//!    Measured (`vprp_balance` example, join data 15 % of 200,000 rows a side, P = 8): theta 5
-//!    left a third of the sampled join weight as noise, output max/mean 3.67; see BENCHMARKS.md.
+//!    Measured (`vprp_balance` in benches/measure, join data 15 % of 200,000 rows a side,
+//!    P = 8): theta 5 left a third of the sampled join weight as noise, output max/mean 3.67;
+//!    see BENCHMARKS.md.
 //! 3. [`cut_equal_weight`]: L and V are each cut into `v` contiguous ranges of equal weight
 //!    (sampled count, both sides), greedily: a range keeps taking the next key while half of that
 //!    key's count still fits under the range's cumulative share `(i + 1) * total / v`; a range is

@@ -45,7 +45,7 @@ pub const OUTPUT_BATCH: usize = 4096;
 /// The most output rows one activation of the join hands to its logic; past it, the operator
 /// keeps its place and asks to be scheduled again.
 ///
-/// Chosen by measurement (benches/src/bin/output_memory.rs, 10^8 rows of one hot key on two
+/// Chosen by measurement (`output_memory` in benches/measure, 10^8 rows of one hot key on two
 /// workers into a counting sink): at 2^16 Shuffle-Join took 1.7 s and 8 MB, Tree-Join 0.5 s and
 /// 17 MB; at 2^18, 2.2 s and 2.8 s, glibc handing the freed containers' pages back to the system
 /// and faulting them in again (970,000 minor faults against 4,400); at 2^20, 2.2 s and 1.4 s

@@ -143,8 +143,8 @@ impl HotThresholds {
     /// 0.005 a cold key holds at most a two-hundredth of a share on each side, so its output is at
     /// most 1/40,000 of a share squared; the keys above it are placed by the planner rather than
     /// by their hash, which is what evens out the partitions. Measured with same-rank Zipf, 10^5
-    /// rows a side over 10^4 keys, s from 0.5 to 1.5, P = 8 and 32 (`am_balance` example):
-    /// output max/mean up to 1.46 at 0.1, up to 1.27 at 0.02 (at s = 0.5, where many medium keys
+    /// rows a side over 10^4 keys, s from 0.5 to 1.5, P = 8 and 32 (`am_balance` in
+    /// benches/measure): output max/mean up to 1.46 at 0.1, up to 1.27 at 0.02 (at s = 0.5, where many medium keys
     /// stay cold and hash unevenly), at most 1.09 at 0.005; with independent Zipf 1.0 hot keys,
     /// 10^6 rows, P = 32: 1.63 at 0.02, 1.08 at 0.005, input 1.04 both. The statistics phase
     /// reports at most `P / fraction` keys a side (at most 6,400 at P = 32), a small price. The

@@ -1,9 +1,9 @@
 //! The balance tables of issue 5 (VPRP), at small scale, W = 2 worker threads; loads are counts of
 //! records received and output rows produced per partition, reported as max/mean.
 //!
-//! `cargo run --release -p skewjoin-benches --bin vprp_balance -- [rows]`
-//! (default 200000 rows per side). The README's "VPRP's balance, measured" keeps a run's tables
-//! and what they show.
+//! `cargo run --release -p skewjoin-measure --bin vprp_balance -- [rows]`
+//! (default 200000 rows per side). BENCHMARKS.md's "VPRP's balance" keeps a run's tables and what
+//! they show.
 //!
 //! a. The second experiment of the VPRP paper: a share of each side (15..95 %) is join data,
 //!    Zipf (s = 0.6) over 2000 join keys ranked independently on each side, padded with join

@@ -3,7 +3,7 @@
 //! records held for Shuffle-Join, AM-Join, AM-Join with Tree-Join cells, and basic Tree-Join,
 //! as a markdown table.
 //!
-//! `cargo run --release -p skewjoin-benches --bin am_balance -- [rows] [keys]`
+//! `cargo run --release -p skewjoin-measure --bin am_balance -- [rows] [keys]`
 //! (defaults: 100000 rows per side over 10000 keys). Loads are counts, not times.
 
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 //! by the unmatched-row tracking step, the broadcast bytes, and the wall time.
 //!
 //! ```sh
-//! cargo run --release -p skewjoin-benches --bin small_large -- 5000000 2
+//! cargo run --release -p skewjoin-measure --bin small_large -- 5000000 2
 //! ```
 //! (large rows, workers; defaults 5,000,000 and 2). Two more arguments narrow the run, for
 //! profiling one case: the small-side row count and a strategy name (`ib`, `der`, `ddr`,

@@ -9,7 +9,7 @@
 //! in flight, not the whole output.
 //!
 //! ```text
-//! cargo build --release -p skewjoin-benches --bin output_memory
+//! cargo build --release -p skewjoin-measure --bin output_memory
 //! /usr/bin/time -v target/release/output_memory shuffle [rows] [--keys N] [--partitions P]
 //! ```
 //!
