@@ -8,24 +8,12 @@
 
 use std::sync::Arc;
 
+use skewjoin_measure::RowCount;
 use skewjoin_operators::JoinType;
 use skewjoin_planner::datagen::{generate, GenSpec};
-use skewjoin_planner::exec::{execute, JoinJob, PairSink, RowRef};
+use skewjoin_planner::exec::{execute, JoinJob};
 use skewjoin_planner::work_costs::WorkCosts;
 use skewjoin_planner::{choose, PlanInputs, Strategy};
-
-/// Counts output rows (there are hundreds of millions).
-struct Count(u64);
-
-impl PairSink for Count {
-    type Summary = u64;
-    fn emit(&mut self, _: Option<&RowRef>, _: Option<&RowRef>) {
-        self.0 += 1;
-    }
-    fn finish(self) -> Result<u64, String> {
-        Ok(self.0)
-    }
-}
 
 fn main() {
     let mut args = std::env::args()
@@ -76,7 +64,7 @@ fn main() {
                     partitions,
                     workers: 2,
                 };
-                let output = execute(job, |_| Count(0)).expect("the join runs");
+                let output = execute(job, |_| RowCount::default()).expect("the join runs");
                 assert_eq!(output.summaries.iter().sum::<u64>(), expected, "{strategy}");
                 let max_peak = output
                     .loads

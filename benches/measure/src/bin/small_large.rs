@@ -14,24 +14,12 @@
 
 use std::sync::Arc;
 
+use skewjoin_measure::RowCount;
 use skewjoin_operators::hash::hash_u64;
 use skewjoin_operators::{JoinType, Side};
-use skewjoin_planner::exec::{execute, JoinJob, PairSink, RowRef};
+use skewjoin_planner::exec::{execute, JoinJob};
 use skewjoin_planner::strategies::{Ddr, Der, Ib, Shuffle};
 use skewjoin_planner::Resolved;
-
-/// Counts output rows; nothing else, so the time is the join's.
-struct Count(u64);
-
-impl PairSink for Count {
-    type Summary = u64;
-    fn emit(&mut self, _left: Option<&RowRef>, _right: Option<&RowRef>) {
-        self.0 += 1;
-    }
-    fn finish(self) -> Result<u64, String> {
-        Ok(self.0)
-    }
-}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -81,7 +69,7 @@ fn main() {
                         partitions,
                         workers,
                     };
-                    let output = execute(job, |_| Count(0)).expect("the join runs");
+                    let output = execute(job, |_| RowCount::default()).expect("the join runs");
                     let rows: u64 = output.summaries.iter().sum();
                     assert_eq!(rows, expected, "{resolved:?} produced the wrong row count");
                     let traffic = output.loads.total_traffic();

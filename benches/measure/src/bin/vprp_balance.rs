@@ -21,29 +21,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use skewjoin_measure::RowCount;
 use skewjoin_operators::load::LoadReport;
 use skewjoin_operators::JoinType;
 use skewjoin_planner::datagen::{generate, GenSpec, GeneratedPair, JoinCounts};
-use skewjoin_planner::exec::{execute, JoinJob, PairSink, RowRef};
+use skewjoin_planner::exec::{execute, JoinJob};
 use skewjoin_planner::strategies::Vprp;
 use skewjoin_planner::strategy::VprpSettings;
 use skewjoin_planner::work_costs::WorkCosts;
 use skewjoin_planner::{choose, PlanInputs, Resolved, Strategy};
 
 const WORKERS: usize = 2;
-
-/// Counts output rows.
-struct Count(u64);
-
-impl PairSink for Count {
-    type Summary = u64;
-    fn emit(&mut self, _: Option<&RowRef>, _: Option<&RowRef>) {
-        self.0 += 1;
-    }
-    fn finish(self) -> Result<u64, String> {
-        Ok(self.0)
-    }
-}
 
 /// One run's figures.
 struct Measured {
@@ -96,7 +84,7 @@ fn run_resolved(resolved: Resolved, left: &[i64], right: &[i64], partitions: usi
         partitions,
         workers: WORKERS,
     };
-    let output = execute(job, |_| Count(0)).expect("the join runs");
+    let output = execute(job, |_| RowCount::default()).expect("the join runs");
     assert_eq!(
         output.summaries.iter().sum::<u64>(),
         JoinCounts::of(left, right).inner,
