@@ -60,6 +60,18 @@ pub(super) fn prefetch<T>(item: *const T) {
     let _ = item;
 }
 
+/// [`prefetch`]es every cache line of `row`: its first byte's and its last byte's, which are
+/// different lines where the row straddles two. A vector's rows lie at its allocation's
+/// alignment, not a line's: 32-byte rows from a 16-byte-aligned allocation straddle every
+/// other line, and a probe that compared the key in one line then read the value from the next
+/// waited on that one.
+#[inline(always)]
+pub(super) fn prefetch_row<T>(row: &T) {
+    let first = (row as *const T).cast::<u8>();
+    prefetch(first);
+    prefetch(first.wrapping_add(size_of::<T>().max(1) - 1));
+}
+
 /// Open addressing with linear probing over a power-of-two number of slots, at most
 /// [`MAX_LOAD`] full; a key's search starts at the slot its tag's high bits name, so growing
 /// needs the tags only.
@@ -169,7 +181,8 @@ pub(super) fn find_group<K: JoinKey, V>(
 
 /// The groups of the keys of up to [`LOOKUP_BATCH`] `probe` items (`key_of`: an item's key, if
 /// it has one) into `found`, their cache misses overlapped: the home slots of all are
-/// prefetched, then the first row of each one's likely run, and only then is any compared.
+/// prefetched, then the first row of each one's likely run (each line of it), and only then is
+/// any compared.
 #[inline]
 pub(super) fn groups_of_keys<'k, K: JoinKey + 'k, V, X>(
     slots: &Slots,
@@ -189,7 +202,7 @@ pub(super) fn groups_of_keys<'k, K: JoinKey + 'k, V, X>(
     for (item, &tag) in probe.iter().zip(&tags) {
         if key_of(item).is_some() {
             if let Some(slot) = slots.candidate(tag) {
-                prefetch(&rows[slot.start as usize]);
+                prefetch_row(&rows[slot.start as usize]);
             }
         }
     }
