@@ -2,7 +2,8 @@
 //! time-stamped lines (one every few seconds while joining) otherwise, nothing with `--quiet`.
 
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -16,7 +17,10 @@ const PLAIN_INTERVAL: Duration = Duration::from_secs(5);
 pub struct Progress {
     mode: Mode,
     start: Instant,
-    ticker: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    /// The thread that reports live, and the channel whose closing stops it at once: a ticker
+    /// that slept in steps and looked at a flag between them held every run that reported
+    /// progress for up to a step (50 ms) at its end, while `finish` waited for it.
+    ticker: Option<(Sender<()>, JoinHandle<()>)>,
     /// Input rows read so far and in all, for joins that read while they run.
     reading: Option<(Arc<AtomicU64>, u64)>,
 }
@@ -84,8 +88,7 @@ impl Progress {
         let Some(counter) = counter.clone() else {
             return;
         };
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = Arc::clone(&stop);
+        let (stop, stopped) = mpsc::channel::<()>();
         let start = Instant::now();
         let (bar, interval) = match &self.mode {
             Mode::Terminal(bar) => {
@@ -96,13 +99,8 @@ impl Progress {
         };
         let reading = self.reading.clone();
         let handle = std::thread::spawn(move || {
-            let mut last = Instant::now();
-            while !stopped.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(50));
-                if last.elapsed() < interval {
-                    continue;
-                }
-                last = Instant::now();
+            // Every interval until the sender is dropped (or sends).
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
                 let rows = counter.load(Ordering::Relaxed);
                 let seconds = start.elapsed().as_secs_f64();
                 let read = match &reading {
@@ -128,7 +126,7 @@ impl Progress {
     /// Stops live reporting and clears the spinner.
     pub fn finish(&mut self) {
         if let Some((stop, handle)) = self.ticker.take() {
-            stop.store(true, Ordering::Relaxed);
+            drop(stop);
             let _ = handle.join();
         }
         if let Mode::Terminal(bar) = &self.mode {
