@@ -60,11 +60,12 @@ pub(super) fn prefetch<T>(item: *const T) {
     let _ = item;
 }
 
-/// [`prefetch`]es every cache line of `row`: its first byte's and its last byte's, which are
-/// different lines where the row straddles two. A vector's rows lie at its allocation's
-/// alignment, not a line's: 32-byte rows from a 16-byte-aligned allocation straddle every
-/// other line, and a probe that compared the key in one line then read the value from the next
-/// waited on that one.
+/// [`prefetch`]es the first and the last cache line of `row` (every line of a row of up to 64
+/// bytes), which differ where the row straddles two. Rows lie at their vector's alignment, not
+/// a line's: 32-byte rows from an allocation that starts 16 or 48 bytes into a line (glibc's
+/// mapped chunks start 16 bytes past a page) alternate, every other row straddling two lines,
+/// and a probe that compared the key in one line then read the value from the next waited on
+/// that one.
 #[inline(always)]
 pub(super) fn prefetch_row<T>(row: &T) {
     let first = (row as *const T).cast::<u8>();
