@@ -4,8 +4,8 @@
 Data we did not make: TPC-H at scale factor 1 (default) as `tpchgen-cli` writes it with its
 default settings (Parquet, snappy, `Utf8View` strings, lineitem in 53 row groups). Each join
 runs in three modes, every system with 2 threads, as a process of its own (wall time of the whole
-process where the system is a binary, of the query in a warm session where it is a library;
-peak memory as ru_maxrss):
+process where the system is a binary, of the query in a warm session where it is a library, and
+with --cold-runs also of the first query of a fresh process; peak memory as ru_maxrss):
 
 - write: the join's every column of both sides written to one Parquet file, each system with
   its own default codec; afterwards DuckDB reads every written file back and compares its row
@@ -278,8 +278,10 @@ def helper(spec):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_peer(args, spec):
+def peer_process(args, spec):
+    """One worker process for `spec`: its JSON line, and the process's whole wall time."""
     env = dict(os.environ, POLARS_MAX_THREADS=str(THREADS))
+    started = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, __file__, "--worker", json.dumps(spec)],
         capture_output=True,
@@ -287,9 +289,29 @@ def run_peer(args, spec):
         env=env,
         timeout=args.timeout,
     )
+    elapsed = time.perf_counter() - started
     if proc.returncode != 0:
-        return {"error": proc.stderr.strip()[-300:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        return {"error": proc.stderr.strip()[-300:]}, elapsed
+    return json.loads(proc.stdout.strip().splitlines()[-1]), elapsed
+
+
+def run_peer(args, spec):
+    result, _ = peer_process(args, spec)
+    if "error" in result or not args.cold_runs:
+        return result
+    # Cold: each run the first query of a process of its own, as a command-line user's join is,
+    # with nothing kept from an earlier query (the library's memory already taken from the
+    # system, its threads started, the files' metadata read). The process's whole wall time,
+    # interpreter start and import included, is kept beside it.
+    result["cold_times"], result["cold_process"] = [], []
+    for _ in range(args.cold_runs):
+        cold, elapsed = peer_process(args, dict(spec, warmups=0, runs=1))
+        if "error" in cold:
+            return cold
+        result["cold_times"] += cold["times"]
+        result["cold_process"].append(elapsed)
+        result["peak_kib_cold"] = max(result.get("peak_kib_cold", 0), cold["peak_kib"])
+    return result
 
 
 def report(results, meta):
@@ -300,6 +322,7 @@ def report(results, meta):
         "| join | mode | system | median s | vs DuckDB | peak MiB | rows | check | notes |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
     ]
+    cold = [r for r in results if "cold_times" in r]
     for r in results:
         duck = next((x for x in results if x["join"] == r["join"] and x["mode"] == r["mode"] and x["system"] == "duckdb"), None)
         if "error" in r:
@@ -318,6 +341,26 @@ def report(results, meta):
             f"| {r['join']} | {r['mode']} | {r['system']} | {median:.2f} | {ratio} | {r['peak_kib'] / 1024:.0f} | "
             f"{r['rows']:,} | {r['check']} | {'; '.join(notes)} |"
         )
+    if cold:
+        lines += [
+            "",
+            f"Cold sessions: each library's query the first of a process of its own, median of "
+            f"{meta['cold_runs']} (its whole process in brackets, interpreter start and import "
+            f"included); skewjoin's whole process as above.",
+            "",
+            "| join | mode | system | cold s | vs DuckDB cold | peak MiB |",
+            "| --- | --- | --- | ---: | ---: | ---: |",
+        ]
+        for r in results:
+            if "error" in r or ("cold_times" not in r and r["system"] != "skewjoin"):
+                continue
+            duck = next((x for x in cold if x["join"] == r["join"] and x["mode"] == r["mode"] and x["system"] == "duckdb"), None)
+            times = r.get("cold_times", r["times"])
+            median = statistics.median(times)
+            ratio = f"{median / statistics.median(duck['cold_times']):.2f}x" if duck else ""
+            process = f" ({statistics.median(r['cold_process']):.2f})" if "cold_process" in r else ""
+            peak = r.get("peak_kib_cold", r["peak_kib"]) / 1024
+            lines.append(f"| {r['join']} | {r['mode']} | {r['system']} | {median:.2f}{process} | {ratio} | {peak:.0f} |")
     return "\n".join(lines)
 
 
@@ -340,6 +383,8 @@ def main():
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="subset of: " + ", ".join(SYSTEMS))
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--warmups", type=int, default=1)
+    parser.add_argument("--cold-runs", type=int, default=0,
+                        help="also time each library's query this many times as the first of a fresh process")
     parser.add_argument("--skewjoin", default=shutil.which("skewjoin") or os.path.join(HERE, "../../target/release/skewjoin"))
     parser.add_argument("--skewjoin-arg", action="append", default=[], help="an extra argument to skewjoin join (repeatable)")
     parser.add_argument("--tpchgen", default=shutil.which("tpchgen-cli") or os.path.join(os.path.dirname(sys.executable), "tpchgen-cli"))
@@ -402,7 +447,7 @@ def main():
                     print("failed:", result["error"], flush=True)
                 results.append(result)
     meta = {"sf": args.sf, "data": os.path.relpath(args.data, HERE) if args.data.startswith(HERE) else args.data, "runs": args.runs, "warmups": args.warmups,
-            "machine": f"{os.cpu_count()} cores, {platform.machine()}", "versions": versions()}
+            "cold_runs": args.cold_runs, "machine": f"{os.cpu_count()} cores, {platform.machine()}", "versions": versions()}
     table = report(results, meta)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "tpch-results.json"), "w") as f:
