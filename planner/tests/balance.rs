@@ -6,23 +6,11 @@ use std::sync::Arc;
 use skewjoin_operators::tree_join::TreeParams;
 use skewjoin_operators::{JoinType, LoadReport};
 use skewjoin_planner::am_join::AmParams;
+use skewjoin_planner::count_sink::CountSink;
 use skewjoin_planner::datagen::{generate, GenSpec};
-use skewjoin_planner::exec::{execute, JoinJob, PairSink, RowRef};
+use skewjoin_planner::exec::{execute, JoinJob};
 use skewjoin_planner::strategies::{Am, Shuffle, Tree, TreeBasic};
 use skewjoin_planner::strategy::Resolved;
-
-/// Counts output rows without keeping them (the joins below produce millions).
-struct CountSink(u64);
-
-impl PairSink for CountSink {
-    type Summary = u64;
-    fn emit(&mut self, _: Option<&RowRef>, _: Option<&RowRef>) {
-        self.0 += 1;
-    }
-    fn finish(self) -> Result<u64, String> {
-        Ok(self.0)
-    }
-}
 
 fn run(
     left: &[i64],
@@ -42,8 +30,12 @@ fn run(
         partitions,
         workers,
     };
-    let output = execute(job, |_| CountSink(0)).unwrap();
-    (output.summaries.iter().sum(), output.loads)
+    // Counted, not kept: the joins below produce millions of rows.
+    let output = execute(job, |_| CountSink::default()).unwrap();
+    (
+        output.summaries.iter().map(|counted| counted.rows).sum(),
+        output.loads,
+    )
 }
 
 fn am_default() -> Resolved {
