@@ -1,6 +1,7 @@
 //! The `skewjoin` binary's library: file IO, the join engine over loaded tables, metrics, and
 //! the subcommands. See the README for usage.
 
+pub mod allocator;
 pub mod cli;
 pub mod cluster;
 pub mod commands;

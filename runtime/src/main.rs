@@ -7,6 +7,9 @@ use skewjoin_runtime::cli::{Cli, Command};
 use skewjoin_runtime::commands;
 
 fn main() -> ExitCode {
+    // Before any thread starts: a written join's batches reuse freed memory instead of
+    // faulting in fresh pages.
+    skewjoin_runtime::allocator::tune_for_batches();
     let cli = Cli::parse();
     // Ctrl-C removes unfinished output files and exits with 130.
     skewjoin_runtime::interrupt::install();
