@@ -1,4 +1,5 @@
-//! The C allocator's thresholds for this process, set once at start by the `skewjoin` binary.
+//! The C allocator's thresholds for a process that writes a join's output, set once at start
+//! by the `skewjoin` binary.
 //!
 //! glibc's malloc serves a large block with a mapping of its own and trims a heap's free top
 //! back to the system, and it raises those thresholds as it goes, a block at a time. A written
@@ -10,8 +11,11 @@
 //! allows) come from the heaps, and up to 256 MiB of a heap's free top is kept for the next
 //! batch.
 //!
-//! Only the binary sets them: a library does not change the allocator of the process that
-//! embeds it. A user who sets either threshold in `GLIBC_TUNABLES` keeps their own.
+//! A counted join, which holds its records and frees little until it ends, gains nothing from
+//! them: lineitem x orders counted took 2.02 and 2.09 s without and with them (9 alternating
+//! runs), so they are set only where the output is written. Only the binary sets them: a library
+//! does not change the allocator of the process that embeds it. A user who sets either
+//! threshold in `GLIBC_TUNABLES` keeps their own.
 
 /// The largest block served from a heap rather than a mapping of its own: glibc's upper bound
 /// for this threshold.

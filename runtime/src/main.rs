@@ -7,10 +7,12 @@ use skewjoin_runtime::cli::{Cli, Command};
 use skewjoin_runtime::commands;
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
     // Before any thread starts: a written join's batches reuse freed memory instead of
     // faulting in fresh pages.
-    skewjoin_runtime::allocator::tune_for_batches();
-    let cli = Cli::parse();
+    if cli.command.writes_output() {
+        skewjoin_runtime::allocator::tune_for_batches();
+    }
     // Ctrl-C removes unfinished output files and exits with 130.
     skewjoin_runtime::interrupt::install();
     // A decoder's panic on a corrupt file is reported as an input error naming the file.

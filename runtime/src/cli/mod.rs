@@ -302,6 +302,11 @@ impl Command {
             _ => None,
         }
     }
+
+    /// Whether the command joins and writes the output to a file (or standard output).
+    pub fn writes_output(&self) -> bool {
+        matches!(self, Command::Join(args) if args.output.is_some())
+    }
 }
 
 /// The flags of `join` that make it one process of a cluster.
