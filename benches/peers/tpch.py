@@ -300,9 +300,9 @@ def run_peer(args, spec):
     if "error" in result or not args.cold_runs:
         return result
     # Cold: each run the first query of a process of its own, as a command-line user's join is,
-    # with nothing kept from an earlier query (the library's memory already taken from the
-    # system, its threads started, the files' metadata read). The process's whole wall time,
-    # interpreter start and import included, is kept beside it.
+    # with nothing kept from an earlier query: no memory already taken from the system, no
+    # threads started, no file metadata read. The process's whole wall time, interpreter start
+    # and import included, is kept beside it.
     result["cold_times"], result["cold_process"] = [], []
     for _ in range(args.cold_runs):
         cold, elapsed = peer_process(args, dict(spec, warmups=0, runs=1))

@@ -28,7 +28,7 @@ const TRIM_THRESHOLD_BYTES: libc::c_int = 256 << 20;
 
 /// Fixes glibc's mapping and trimming thresholds for this process (see the module's
 /// documentation), unless `GLIBC_TUNABLES` sets either. Does nothing with other C libraries.
-/// Call it first thing in `main`, before other threads start.
+/// Call it in `main` before any other thread starts.
 pub fn tune_for_batches() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
