@@ -3,8 +3,9 @@
 
 One command: generates each workload with `skewjoin gen`, runs the same join in every system with
 2 threads, records the median wall time of 5 runs after one warm-up and the peak memory of the
-process that ran them, checks that every system produced the same rows, and writes
-results.json and results.md beside this file. See README.md.
+process that ran them (a library's time is its query's in a warm session; with --cold-runs N
+also of the first query of N fresh processes), checks that every system produced the same rows,
+and writes results.json and results.md beside this file. See README.md.
 
 Every system computes the same thing: the number of output rows and a checksum that needs every
 output row, sum over rows of
@@ -431,13 +432,35 @@ def run_peer(args, system, left, right, how, summary, log_path):
         spec["spark_conf"] = spark_skew_conf(left, right, summary["left_rows"], summary["right_rows"])
     env = dict(os.environ, POLARS_MAX_THREADS=str(THREADS))
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec)]
-    with open(log_path, "w") as log:
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=log, text=True, timeout=args.timeout)
-    if proc.returncode != 0:
-        with open(log_path) as f:
-            return {"error": f"exit {proc.returncode}: " + f.read().strip()[-300:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    def process(spec, mode):
+        """One worker process for `spec`: its JSON line, and the process's whole wall time."""
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec)]
+        started = time.perf_counter()
+        with open(log_path, mode) as log:
+            proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=log, text=True, timeout=args.timeout)
+        elapsed = time.perf_counter() - started
+        if proc.returncode != 0:
+            with open(log_path) as f:
+                return {"error": f"exit {proc.returncode}: " + f.read().strip()[-300:]}, elapsed
+        return json.loads(proc.stdout.strip().splitlines()[-1]), elapsed
+
+    result, _ = process(spec, "w")
+    if "error" in result or not args.cold_runs:
+        return result
+    # Cold, as tpch.py times them: each run the first query of a process of its own, as a
+    # command-line user's join is, nothing kept from an earlier query (memory already taken from
+    # the system, threads started). The process's whole wall time, interpreter start and import
+    # included, is kept beside it.
+    result["cold_times"], result["cold_process"] = [], []
+    for _ in range(args.cold_runs):
+        cold, elapsed = process(dict(spec, warmups=0, runs=1), "a")
+        if "error" in cold:
+            return cold
+        result["cold_times"] += cold["times"]
+        result["cold_process"].append(elapsed)
+        result["peak_kib_cold"] = max(result.get("peak_kib_cold", 0), cold["peak_kib"])
+    return result
 
 
 def report(results, meta):
@@ -471,6 +494,26 @@ def report(results, meta):
             f"| {r['system']} | {r['workload']} | {r['how']} | {r['median_s']:.3f} | {r['peak_mib']:.0f}"
             f" | {r['rows']:,} | {r['checksum_ok']} | {'; '.join(notes)} |"
         )
+    cold = [r for r in results if "cold_times" in r]
+    if cold:
+        lines += [
+            "",
+            f"Cold sessions: each library's query the first of a process of its own, median of"
+            f" {meta['cold_runs']} (its whole process in brackets, interpreter start and import included);"
+            f" skewjoin's whole process as above.",
+            "",
+            "| system | workload | join | cold s | vs DuckDB cold | peak MiB |",
+            "| --- | --- | --- | ---: | ---: | ---: |",
+        ]
+        for r in results:
+            if "error" in r or ("cold_times" not in r and not r["system"].startswith("skewjoin")):
+                continue
+            duck = next((x for x in cold if x["workload"] == r["workload"] and x["how"] == r["how"] and x["system"] == "duckdb"), None)
+            median = statistics.median(r.get("cold_times", r["times"]))
+            ratio = f"{median / statistics.median(duck['cold_times']):.2f}x" if duck else ""
+            process = f" ({statistics.median(r['cold_process']):.2f})" if "cold_process" in r else ""
+            peak = r.get("peak_kib_cold", r["peak_kib"]) / 1024
+            lines.append(f"| {r['system']} | {r['workload']} | {r['how']} | {median:.3f}{process} | {ratio} | {peak:.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -482,6 +525,8 @@ def main():
     parser.add_argument("--hows", default=",".join(HOWS), help="join types: inner, full")
     parser.add_argument("--runs", type=int, default=5, help="timed runs per measurement (median reported)")
     parser.add_argument("--warmups", type=int, default=1)
+    parser.add_argument("--cold-runs", type=int, default=0,
+                        help="also time each library's query this many times as the first of a fresh process")
     parser.add_argument("--skewjoin", default=shutil.which("skewjoin") or os.path.join(HERE, "../../target/release/skewjoin"))
     parser.add_argument("--dd", default=DEFAULT_DD, help="dd-join binary (default: built from dd/ when missing)")
     parser.add_argument("--partitions", type=int, help="skewjoin --partitions (default: one per worker)")
@@ -566,6 +611,7 @@ def main():
         "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
         "runs": args.runs,
         "warmups": args.warmups,
+        "cold_runs": args.cold_runs,
         "workloads": {n: WORKLOADS[n][-1] for n in names},
         # Every child's peak includes up to this much: a forked child starts at its parent's size.
         "launcher_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
