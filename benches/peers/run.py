@@ -457,6 +457,8 @@ def run_peer(args, system, left, right, how, summary, log_path):
         cold, elapsed = process(dict(spec, warmups=0, runs=1), "a")
         if "error" in cold:
             return cold
+        if (cold["rows"], cold["checksum"]) != (result["rows"], result["checksum"]):
+            return {"error": f"a cold run gave {cold['rows']:,} rows, checksum {cold['checksum']}, where the warm runs gave {result['rows']:,}, {result['checksum']}"}
         result["cold_times"] += cold["times"]
         result["cold_process"].append(elapsed)
         result["peak_kib_cold"] = max(result.get("peak_kib_cold", 0), cold["peak_kib"])

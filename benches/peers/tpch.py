@@ -308,6 +308,8 @@ def run_peer(args, spec):
         cold, elapsed = peer_process(args, dict(spec, warmups=0, runs=1))
         if "error" in cold:
             return cold
+        if (cold.get("rows"), cold.get("checksum")) != (result.get("rows"), result.get("checksum")):
+            return {"error": f"a cold run gave {cold.get('rows')} rows, checksum {cold.get('checksum')}, where the warm runs gave {result.get('rows')}, {result.get('checksum')}"}
         result["cold_times"] += cold["times"]
         result["cold_process"].append(elapsed)
         result["peak_kib_cold"] = max(result.get("peak_kib_cold", 0), cold["peak_kib"])
