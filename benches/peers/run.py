@@ -449,9 +449,9 @@ def run_peer(args, system, left, right, how, summary, log_path):
     if "error" in result or not args.cold_runs:
         return result
     # Cold, as tpch.py times them: each run the first query of a process of its own, as a
-    # command-line user's join is, nothing kept from an earlier query (memory already taken from
-    # the system, threads started). The process's whole wall time, interpreter start and import
-    # included, is kept beside it.
+    # command-line user's join is, with nothing kept from an earlier query: no memory already
+    # taken from the system, no threads started. The process's whole wall time, interpreter
+    # start and import included, is kept beside it.
     result["cold_times"], result["cold_process"] = [], []
     for _ in range(args.cold_runs):
         cold, elapsed = process(dict(spec, warmups=0, runs=1), "a")
