@@ -446,19 +446,29 @@ def run_peer(args, system, left, right, how, summary, log_path):
         return json.loads(proc.stdout.strip().splitlines()[-1]), elapsed
 
     result, _ = process(spec, "w")
-    if "error" in result or not args.cold_runs:
+    if "error" in result:
         return result
-    # Cold, as tpch.py times them: each run the first query of a process of its own, as a
-    # command-line user's join is, with nothing kept from an earlier query: no memory already
-    # taken from the system, no threads started. The process's whole wall time, interpreter
-    # start and import included, is kept beside it.
+    return with_cold_runs(result, args.cold_runs, lambda: process(dict(spec, warmups=0, runs=1), "a"))
+
+
+def with_cold_runs(result, runs, run_cold):
+    """`result` (a library's warm runs) with `runs` cold runs added, each `run_cold()`: a worker
+    process whose one query is its first, giving its JSON line and its whole wall time; or the
+    error of the first that failed or answered otherwise than the warm runs.
+
+    Cold is each run the first query of a process of its own, as a command-line user's join is,
+    with nothing kept from an earlier query: no memory already taken from the system, no threads
+    started, no file metadata read. The process's whole wall time, interpreter start and import
+    included, is kept beside it. tpch.py times its libraries so too."""
+    if not runs:
+        return result
     result["cold_times"], result["cold_process"] = [], []
-    for _ in range(args.cold_runs):
-        cold, elapsed = process(dict(spec, warmups=0, runs=1), "a")
+    for _ in range(runs):
+        cold, elapsed = run_cold()
         if "error" in cold:
             return cold
-        if (cold["rows"], cold["checksum"]) != (result["rows"], result["checksum"]):
-            return {"error": f"a cold run gave {cold['rows']:,} rows, checksum {cold['checksum']}, where the warm runs gave {result['rows']:,}, {result['checksum']}"}
+        if (cold.get("rows"), cold.get("checksum")) != (result.get("rows"), result.get("checksum")):
+            return {"error": f"a cold run gave {cold.get('rows')} rows, checksum {cold.get('checksum')}, where the warm runs gave {result.get('rows')}, {result.get('checksum')}"}
         result["cold_times"] += cold["times"]
         result["cold_process"].append(elapsed)
         result["peak_kib_cold"] = max(result.get("peak_kib_cold", 0), cold["peak_kib"])

@@ -41,7 +41,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run import timed_process  # noqa: E402 - the same process timing as run.py
+from run import timed_process, with_cold_runs  # noqa: E402 - the same timing as run.py
 
 THREADS = 2
 
@@ -297,24 +297,9 @@ def peer_process(args, spec):
 
 def run_peer(args, spec):
     result, _ = peer_process(args, spec)
-    if "error" in result or not args.cold_runs:
+    if "error" in result:
         return result
-    # Cold: each run the first query of a process of its own, as a command-line user's join is,
-    # with nothing kept from an earlier query: no memory already taken from the system, no
-    # threads started, no file metadata read. The process's whole wall time, interpreter start
-    # and import included, is kept beside it.
-    result["cold_times"], result["cold_process"] = [], []
-    for _ in range(args.cold_runs):
-        cold, elapsed = peer_process(args, dict(spec, warmups=0, runs=1))
-        if "error" in cold:
-            return cold
-        if (cold.get("rows"), cold.get("checksum")) != (result.get("rows"), result.get("checksum")):
-            return {"error": f"a cold run gave {cold.get('rows')} rows, checksum {cold.get('checksum')}, where the warm runs gave {result.get('rows')}, {result.get('checksum')}"}
-        result["cold_times"] += cold["times"]
-        result["cold_process"].append(elapsed)
-        result["peak_kib_cold"] = max(result.get("peak_kib_cold", 0), cold["peak_kib"])
-    return result
-
+    return with_cold_runs(result, args.cold_runs, lambda: peer_process(args, dict(spec, warmups=0, runs=1)))
 
 def report(results, meta):
     lines = [
