@@ -35,19 +35,37 @@ fn visit_keys(input: &StreamSide, mut visit: impl FnMut(&Key) -> bool) -> Result
 
 /// Counts every key of a streamed side in `tally`: one pass over its key columns.
 pub(crate) fn tally_stream(input: &StreamSide, side: Side, tally: &mut impl KeySink) -> Result<()> {
-    tally_rows(input, side, 0..input.input.rows, tally)
+    tally_rows(input, side, 0..input.input.rows, tally, false)
 }
 
 /// Counts the keys of rows `rows` of a streamed side in `tally`, for rows that begin and end at
-/// a cut of the side or at its ends.
+/// a cut of the side or at its ends: from the key columns kept for them, if any, else decoded,
+/// and then kept for the join's read of these rows where `keep` (see [`InputFile::keep_keys`]).
+///
+/// [`InputFile::keep_keys`]: crate::io::batches::InputFile::keep_keys
 fn tally_rows(
     input: &StreamSide,
     side: Side,
     rows: Range<u64>,
     tally: &mut impl KeySink,
+    keep: bool,
 ) -> Result<()> {
-    for batch in input.input.batches_of_rows(true, rows)? {
-        tally_keys(&batch?, &input.key_columns, &input.input.path, side, tally)?;
+    let (columns, path) = (&input.key_columns, &input.input.path);
+    if let Some(kept) = input.input.kept_keys(&rows) {
+        return kept
+            .iter()
+            .try_for_each(|batch| tally_keys(batch, columns, path, side, tally));
+    }
+    let mut kept = Vec::new();
+    for batch in input.input.batches_of_rows(true, rows.clone())? {
+        let batch = batch?;
+        tally_keys(&batch, columns, path, side, tally)?;
+        if keep {
+            kept.push(batch);
+        }
+    }
+    if keep {
+        input.input.keep_keys(rows, kept);
     }
     Ok(())
 }
@@ -106,7 +124,9 @@ pub(crate) fn streamed_skew(
         || KeyTally::for_join(both, both / threads as u64),
         |tally, input, side, rows| {
             tally.continue_at(side, rows.start);
-            tally_rows(input, side, rows, tally)
+            // The join's workers read these parts next: each first read of whole rows of one
+            // decodes only its other columns.
+            tally_rows(input, side, rows, tally, true)
         },
     )?;
     let mut tallies = tallies.into_iter();
@@ -122,7 +142,7 @@ pub(crate) fn streamed_skew(
                 &parts,
                 threads,
                 || pass.clone(),
-                |pass, input, side, rows| tally_rows(input, side, rows, pass),
+                |pass, input, side, rows| tally_rows(input, side, rows, pass, false),
             )?;
             passes.into_iter().reduce(|mut all, other| {
                 all.merge(other);

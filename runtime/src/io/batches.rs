@@ -32,6 +32,7 @@ use parquet::arrow::ProjectionMask;
 use skewjoin_planner::exec_stream::split_at_cuts;
 
 use crate::error::{Error, Result};
+use crate::io::kept_keys::{changed_between_reads, KeptKeys, KeyMerge};
 use crate::io::{
     arrow_read_error, csv_error, csv_syntax_of_file, fenced, find_field, ipc_file_batch_rows,
     ipc_file_bodies, key_kinds, open_input, parquet_read_error, read_error, read_table_share,
@@ -100,6 +101,8 @@ pub struct InputFile {
     projection: Option<(Vec<usize>, Vec<usize>)>,
     /// Rows in each batch a read yields but the last.
     batch_rows: usize,
+    /// Key columns a keys-only read decoded, for the next read of whole rows of the same rows.
+    kept_keys: Arc<KeptKeys>,
 }
 
 /// The rows of a file an [`InputFile`] reads: all of them, or a cluster process's share.
@@ -166,6 +169,7 @@ impl InputFile {
                 group_rows: std::mem::take(&mut group_rows),
                 projection: None,
                 batch_rows: CHUNK_ROWS,
+                kept_keys: Arc::default(),
             };
             input.find_keys(key_columns)?;
             check_side_rows(&path.display().to_string(), input.rows)?;
@@ -232,6 +236,7 @@ impl InputFile {
             group_rows,
             projection: None,
             batch_rows: CHUNK_ROWS,
+            kept_keys: Arc::default(),
         };
         input.find_keys(key_columns)?;
         let name = format!(
@@ -409,7 +414,7 @@ impl InputFile {
     /// [`selected_columns`](InputFile::selected_columns)). Decoding errors are [`Error::Input`]
     /// naming the file, and end the batches.
     pub fn batches(&self, keys_only: bool) -> Result<Batches> {
-        self.batches_of_groups(keys_only, None)
+        self.batches_of_groups(self.columns_read(keys_only), None)
     }
 
     /// All this input's rows in order, as [`batches`](InputFile::batches) gives them (with
@@ -484,11 +489,35 @@ impl InputFile {
     }
 
     /// The rows `rows` in order, as [`batches`](InputFile::batches) gives them, for rows that
-    /// begin and end at a cut ([`cuts`](InputFile::cuts)) or at the input's ends.
+    /// begin and end at a cut ([`cuts`](InputFile::cuts)) or at the input's ends. Where a
+    /// keys-only read of these rows kept its key columns ([`keep_keys`](InputFile::keep_keys)),
+    /// they are used, no longer kept, and only the other columns are decoded.
     pub fn batches_of_rows(&self, keys_only: bool, rows: Range<u64>) -> Result<Batches> {
-        if rows == (0..self.rows) {
-            return self.batches(keys_only);
+        let groups = match rows == (0..self.rows) {
+            true => None,
+            false => Some(self.groups_of(&rows)?),
+        };
+        match self.kept_keys.take(&rows) {
+            Some(keys) => self.batches_around_keys(keys_only, groups, keys),
+            None => self.batches_of_groups(self.columns_read(keys_only), groups),
         }
+    }
+
+    /// Keeps `batches`, the key columns of rows `rows` as a keys-only
+    /// [`batches_of_rows`](InputFile::batches_of_rows) gave them, for the next read of these
+    /// rows (unless the input keeps too much already).
+    pub(crate) fn keep_keys(&self, rows: Range<u64>, batches: Vec<RecordBatch>) {
+        self.kept_keys.keep(rows, batches);
+    }
+
+    /// The key columns kept for rows `rows`, if any, left kept.
+    pub(crate) fn kept_keys(&self, rows: &Range<u64>) -> Option<Vec<RecordBatch>> {
+        self.kept_keys.peek(rows)
+    }
+
+    /// The run of row groups (or record batches) that rows `rows` are, where they begin and end
+    /// at a cut.
+    fn groups_of(&self, rows: &Range<u64>) -> Result<Range<usize>> {
         let mut start = 0u64;
         let mut groups = None::<Range<usize>>;
         for (index, &group) in self.group_rows.iter().enumerate() {
@@ -502,7 +531,7 @@ impl InputFile {
             Some(run)
                 if self.group_rows[run.clone()].iter().sum::<u64>() == rows.end - rows.start =>
             {
-                self.batches_of_groups(keys_only, Some(run))
+                Ok(run)
             }
             _ => Err(Error::Internal(format!(
                 "{}: rows {} to {} do not begin and end at row groups",
@@ -513,20 +542,62 @@ impl InputFile {
         }
     }
 
+    /// The columns a read decodes: the key columns (`keys_only`), or those of whole rows
+    /// (`None`: every column).
+    fn columns_read(&self, keys_only: bool) -> Option<Vec<usize>> {
+        match keys_only {
+            true => Some(self.key_projection()),
+            false => self.projection.as_ref().map(|(read, _)| read.clone()),
+        }
+    }
+
+    /// The batches of row groups `groups` (all where `None`) whose key columns `keys` were kept:
+    /// those alone for a keys-only read, else the other columns decoded and the kept ones put
+    /// back among them.
+    fn batches_around_keys(
+        &self,
+        keys_only: bool,
+        groups: Option<Range<usize>>,
+        keys: Vec<RecordBatch>,
+    ) -> Result<Batches> {
+        let key_columns = self.key_projection();
+        let read = match self.columns_read(keys_only) {
+            Some(read) => read,
+            None => (0..self.schema.fields().len()).collect(),
+        };
+        let others: Vec<usize> = read
+            .iter()
+            .copied()
+            .filter(|column| !key_columns.contains(column))
+            .collect();
+        if others.is_empty() {
+            let counted = keys.iter().map(|batch| batch.num_rows() as u64).sum();
+            let raw: RawBatches = Box::new(keys.into_iter().map(Ok));
+            return Ok(Batches::new(raw, self, counted));
+        }
+        let mut batches = self.batches_of_groups(Some(others), groups)?;
+        let from_keys = read
+            .iter()
+            .map(|column| key_columns.contains(column))
+            .collect();
+        batches.merge = Some(KeyMerge::new(keys, from_keys));
+        Ok(batches)
+    }
+
     /// The batches of all this input's rows, or of its row groups or record batches `groups`
-    /// (indices into `group_rows`).
-    fn batches_of_groups(&self, keys_only: bool, groups: Option<Range<usize>>) -> Result<Batches> {
+    /// (indices into `group_rows`), of the columns `projection` (ascending; `None`: every
+    /// column).
+    fn batches_of_groups(
+        &self,
+        projection: Option<Vec<usize>>,
+        groups: Option<Range<usize>>,
+    ) -> Result<Batches> {
         let path = self.path.as_path();
         let counted = match &groups {
             Some(run) => self.group_rows[run.clone()].iter().sum(),
             None => self.rows,
         };
         let file = open_input(path)?;
-        let projection = if keys_only {
-            Some(self.key_projection())
-        } else {
-            self.projection.as_ref().map(|(read, _)| read.clone())
-        };
         let raw: RawBatches = fenced(path, self.format, || match (&self.selection, self.format) {
             (Selection::Loaded(batch), _) => {
                 let batch = match &projection {
@@ -589,17 +660,7 @@ impl InputFile {
                 Ok(Box::new(reader) as RawBatches)
             }
         })?;
-        Ok(Batches {
-            raw,
-            path: self.path.clone(),
-            format: self.format,
-            pending: VecDeque::new(),
-            pending_rows: 0,
-            batch_rows: self.batch_rows,
-            done: false,
-            counted,
-            decoded: 0,
-        })
+        Ok(Batches::new(raw, self, counted))
     }
 }
 
@@ -735,9 +796,37 @@ pub struct Batches {
     /// place every row; and those decoded so far.
     counted: u64,
     decoded: u64,
+    /// Key columns decoded before, put back among the columns decoded now.
+    merge: Option<KeyMerge>,
 }
 
 impl Batches {
+    /// The batches of `raw`, `counted` rows of `input`.
+    fn new(raw: RawBatches, input: &InputFile, counted: u64) -> Batches {
+        Batches {
+            raw,
+            path: input.path.clone(),
+            format: input.format,
+            pending: VecDeque::new(),
+            pending_rows: 0,
+            batch_rows: input.batch_rows,
+            done: false,
+            counted,
+            decoded: 0,
+            merge: None,
+        }
+    }
+
+    /// The next batch handed out: [`take_chunk`](Self::take_chunk)'s, with kept key columns put
+    /// back.
+    fn next_chunk(&mut self) -> Result<RecordBatch> {
+        let chunk = self.take_chunk()?;
+        match self.merge.as_mut() {
+            Some(merge) => merge.merge(&self.path, chunk),
+            None => Ok(chunk),
+        }
+    }
+
     /// The next `batch_rows` pending rows (fewer at the end) as one batch.
     fn take_chunk(&mut self) -> Result<RecordBatch> {
         let want = self.batch_rows.min(self.pending_rows);
@@ -800,9 +889,13 @@ impl Iterator for Batches {
     fn next(&mut self) -> Option<Result<RecordBatch>> {
         loop {
             if self.pending_rows >= self.batch_rows || (self.done && self.pending_rows > 0) {
-                return Some(self.take_chunk());
+                return Some(self.next_chunk());
             }
             if self.done {
+                // Kept key columns of rows not read again: the file has fewer rows now.
+                if self.merge.take().is_some_and(|merge| !merge.is_done()) {
+                    return Some(Err(changed_between_reads(&self.path)));
+                }
                 return None;
             }
             let (path, format) = (self.path.clone(), self.format);
@@ -939,6 +1032,117 @@ mod tests {
             let path = dir.path().join(name);
             write_table(&path, format, &table()).unwrap();
             check_streams_the_whole_table(&path, format);
+        }
+    }
+
+    /// The rows of `input`'s part `rows` as a read of whole rows gives them, concatenated.
+    fn rows_of(input: &InputFile, rows: Range<u64>) -> RecordBatch {
+        let batches: Vec<RecordBatch> = input
+            .batches_of_rows(false, rows)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        concat_batches(&batches[0].schema(), &batches).unwrap()
+    }
+
+    /// Key columns kept by a keys-only read of a part are used by the next read of whole rows of
+    /// it, which gives what decoding every column gives (the key between other columns, some of
+    /// them not selected, in every format, in batches of the keys' size or smaller or larger)
+    /// and leaves none kept; the read after decodes all.
+    #[test]
+    fn a_part_whose_keys_were_kept_reads_the_same_rows() {
+        let dir = TempDir::new().unwrap();
+        let base = table();
+        let rows = base.num_rows();
+        let table = RecordBatch::try_from_iter([
+            ("name", Arc::clone(base.column(1))),
+            ("key", Arc::clone(base.column(0))),
+            (
+                "other",
+                Arc::new(Int64Array::from_iter_values(
+                    (0..rows as i64).map(|i| i * 7),
+                )) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        for (name, format) in [
+            ("t.parquet", FileFormat::Parquet),
+            ("t.csv", FileFormat::Csv),
+            ("t.arrow", FileFormat::ArrowIpc),
+        ] {
+            let path = dir.path().join(name);
+            write_table(&path, format, &table).unwrap();
+            let selections = [None, Some(vec!["other".to_string(), "name".to_string()])];
+            for (selection, batch_rows) in selections.iter().flat_map(|selection| {
+                [
+                    (selection, CHUNK_ROWS),
+                    (selection, 10_000),
+                    (selection, 100_000),
+                ]
+            }) {
+                let case = format!("{format}, selecting {selection:?}, {batch_rows} rows a batch");
+                let open = || {
+                    let mut input = InputFile::open(&path, format, &key()).unwrap();
+                    if let Some(names) = selection {
+                        input.select(names, "--left-columns").unwrap();
+                    }
+                    input
+                };
+                let (mut input, mut fresh) = (open(), open());
+                fresh.set_batch_rows(batch_rows);
+                let parts = split_at_cuts(&input.cuts(), input.rows, 2);
+                if format == FileFormat::Parquet {
+                    assert!(parts.iter().all(|part| !part.is_empty()), "{case}");
+                }
+                let parts: Vec<Range<u64>> =
+                    parts.into_iter().filter(|part| !part.is_empty()).collect();
+                for part in &parts {
+                    let keys: Vec<RecordBatch> = input
+                        .batches_of_rows(true, part.clone())
+                        .unwrap()
+                        .map(Result::unwrap)
+                        .collect();
+                    input.keep_keys(part.clone(), keys.clone());
+                    // Counting again (the check's exact pass) leaves them kept.
+                    assert_eq!(input.kept_keys(part), Some(keys), "{case}");
+                }
+                // As a counted join reads wide rows after the check: in other batches.
+                input.set_batch_rows(batch_rows);
+                for part in parts {
+                    let expected = rows_of(&fresh, part.clone());
+                    assert_eq!(rows_of(&input, part.clone()), expected, "{case}");
+                    assert_eq!(input.kept_keys(&part), None, "{case}: used once");
+                    assert_eq!(rows_of(&input, part.clone()), expected, "{case}");
+                }
+            }
+        }
+    }
+
+    /// Kept key columns that do not fit the rows read again (the file changed between the
+    /// reads) end the read with an input error naming the file, not rows with other keys.
+    #[test]
+    fn kept_keys_of_other_rows_are_an_input_error() {
+        let dir = TempDir::new().unwrap();
+        let path = dir.path().join("t.parquet");
+        write_table(&path, FileFormat::Parquet, &table()).unwrap();
+        let input = InputFile::open(&path, FileFormat::Parquet, &key()).unwrap();
+        let part = 0..input.rows;
+        let keys: Vec<RecordBatch> = input.batches(true).unwrap().map(Result::unwrap).collect();
+        let mut shorter_first = keys.clone();
+        shorter_first[0] = keys[0].slice(0, 1000);
+        let mut longer_last = keys.clone();
+        longer_last.push(keys[0].slice(0, 10));
+        for kept in [shorter_first, keys[..keys.len() - 1].to_vec(), longer_last] {
+            input.keep_keys(part.clone(), kept);
+            let error = input
+                .batches_of_rows(false, part.clone())
+                .unwrap()
+                .find_map(Result::err)
+                .expect("the read fails");
+            assert!(matches!(error, Error::Input(_)), "{error}");
+            let message = error.to_string();
+            assert!(message.contains("t.parquet"), "{message}");
+            assert!(message.contains("changed between two reads"), "{message}");
         }
     }
 

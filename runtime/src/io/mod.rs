@@ -13,6 +13,7 @@ mod decode;
 mod diagnose;
 mod fence;
 mod format;
+mod kept_keys;
 mod keys;
 mod output;
 mod read;
