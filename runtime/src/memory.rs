@@ -1,4 +1,5 @@
-//! The broadcast budget's default, from the machine's available memory.
+//! The broadcast budget's default, and the key columns the skew check keeps, from the machine's
+//! available memory.
 //!
 //! The planner does no IO and takes the budget as a row count; this module measures the memory it
 //! is derived from (`MemAvailable` in `/proc/meminfo` on Linux, a fixed fallback elsewhere) and
@@ -55,6 +56,17 @@ fn budget_for(bytes: u64, measured: &str, workers: usize) -> BroadcastBudget {
             skewjoin_planner::choose::INDEXED_ROW_BYTES
         ),
     }
+}
+
+/// The most bytes of decoded key columns `auto`'s skew check keeps for the join, per input (see
+/// `io/kept_keys.rs`): a sixteenth of the memory the run plans with (`--memory-limit`, else
+/// what is available), at most 256 MiB (the keys of 32 Mi rows of 64-bit keys). The join then
+/// holds about three times as much of each row, so this is a small share of its memory.
+pub fn kept_keys_bytes(memory_limit: Option<u64>) -> u64 {
+    let memory = memory_limit
+        .or_else(available_bytes)
+        .unwrap_or(FALLBACK_AVAILABLE_BYTES);
+    (memory / 16).min(256 << 20)
 }
 
 /// A memory size: bytes, or a number with a binary suffix `K`, `M`, `G` or `T` (`KiB`, `MB`...
@@ -119,6 +131,14 @@ mod tests {
         assert_eq!(parse_mem_available("MemTotal: 5 kB\n"), None);
         assert_eq!(parse_mem_available("MemAvailable: lots kB\n"), None);
         assert_eq!(parse_mem_available("MemAvailable: 5 MB\n"), None);
+    }
+
+    #[test]
+    fn kept_keys_are_a_sixteenth_of_the_memory_limit_up_to_256_mib() {
+        assert_eq!(kept_keys_bytes(Some(1 << 30)), 64 << 20);
+        assert_eq!(kept_keys_bytes(Some(4 << 30)), 256 << 20);
+        assert_eq!(kept_keys_bytes(Some(64 << 30)), 256 << 20);
+        assert!(kept_keys_bytes(None) <= 256 << 20);
     }
 
     #[test]

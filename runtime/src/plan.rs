@@ -35,12 +35,13 @@ fn visit_keys(input: &StreamSide, mut visit: impl FnMut(&Key) -> bool) -> Result
 
 /// Counts every key of a streamed side in `tally`: one pass over its key columns.
 pub(crate) fn tally_stream(input: &StreamSide, side: Side, tally: &mut impl KeySink) -> Result<()> {
-    tally_rows(input, side, 0..input.input.rows, tally, false)
+    tally_rows(input, side, 0..input.input.rows, tally, 0)
 }
 
 /// Counts the keys of rows `rows` of a streamed side in `tally`, for rows that begin and end at
 /// a cut of the side or at its ends: from the key columns kept for them, if any, else decoded,
-/// and then kept for the join's read of these rows where `keep` (see [`InputFile::keep_keys`]).
+/// and then kept for the join's read of these rows while the side keeps at most `keep` bytes
+/// (see [`InputFile::keep_keys`]).
 ///
 /// [`InputFile::keep_keys`]: crate::io::batches::InputFile::keep_keys
 fn tally_rows(
@@ -48,7 +49,7 @@ fn tally_rows(
     side: Side,
     rows: Range<u64>,
     tally: &mut impl KeySink,
-    keep: bool,
+    keep: u64,
 ) -> Result<()> {
     let (columns, path) = (&input.key_columns, &input.input.path);
     if let Some(kept) = input.input.kept_keys(&rows) {
@@ -60,12 +61,12 @@ fn tally_rows(
     for batch in input.input.batches_of_rows(true, rows.clone())? {
         let batch = batch?;
         tally_keys(&batch, columns, path, side, tally)?;
-        if keep {
+        if keep > 0 {
             kept.push(batch);
         }
     }
-    if keep {
-        input.input.keep_keys(rows, kept);
+    if keep > 0 {
+        input.input.keep_keys(rows, kept, keep);
     }
     Ok(())
 }
@@ -89,15 +90,19 @@ fn on_parts<S: Send>(
 
 /// `auto`'s skew check over streamed inputs: a pass over the keys of each side; another where
 /// the sample asks for an exact count ([`exact_pass`]: a key is common, or hot);
-/// and when a key is hot, another until it is found (a hot key comes early), to name it.
+/// and when a key is hot, another until it is found (a hot key comes early), to name it. The
+/// first pass keeps the key columns of each part it reads for the join's read of that part, up
+/// to `kept_bytes` a side ([`memory::kept_keys_bytes`]).
 ///
 /// [`exact_pass`]: skewjoin_planner::skew_check::TallyCounts::exact_pass
+/// [`memory::kept_keys_bytes`]: crate::memory::kept_keys_bytes
 pub(crate) fn streamed_skew(
     left: &StreamSide,
     right: &StreamSide,
     partitions: usize,
     workers: usize,
     costs: WorkCosts,
+    kept_bytes: u64,
 ) -> Result<Option<SkewFinding>> {
     // Reading and hashing the keys is most of the check's time, so `workers` threads read at
     // once, each taking the largest part left: a side is cut where the join's workers cut it
@@ -126,7 +131,7 @@ pub(crate) fn streamed_skew(
             tally.continue_at(side, rows.start);
             // The join's workers read these parts next: each first read of whole rows of one
             // decodes only its other columns.
-            tally_rows(input, side, rows, tally, true)
+            tally_rows(input, side, rows, tally, kept_bytes)
         },
     )?;
     let mut tallies = tallies.into_iter();
@@ -142,7 +147,7 @@ pub(crate) fn streamed_skew(
                 &parts,
                 threads,
                 || pass.clone(),
-                |pass, input, side, rows| tally_rows(input, side, rows, pass, false),
+                |pass, input, side, rows| tally_rows(input, side, rows, pass, 0),
             )?;
             passes.into_iter().reduce(|mut all, other| {
                 all.merge(other);
@@ -404,12 +409,14 @@ mod tests {
             };
             for (partitions, workers) in [(2, 2), (8, 3)] {
                 let costs = WorkCosts::of_run(1, false);
+                // Its exact pass counts the key columns its first pass kept.
                 let streamed = streamed_skew(
                     &open(&left_path),
                     &open(&right_path),
                     partitions,
                     workers,
                     costs,
+                    crate::memory::kept_keys_bytes(None),
                 )
                 .unwrap();
                 let in_memory = skew_reason(

@@ -147,8 +147,9 @@ pub struct JoinArgs {
     /// of the available memory (MemAvailable; 4 GiB assumed where unreadable).
     #[arg(long)]
     pub broadcast_limit: Option<u64>,
-    /// The memory a run may plan with, per process (e.g. 8G, 512M): the broadcast budget is
-    /// derived from it instead of the available memory. Default: MemAvailable.
+    /// The memory a run may plan with, per process (e.g. 8G, 512M): the broadcast budget, and
+    /// the key columns auto's skew check keeps for the join (a sixteenth, at most 256 MiB a
+    /// side), are derived from it instead of the available memory. Default: MemAvailable.
     #[arg(long, value_parser = crate::memory::parse_size)]
     pub memory_limit: Option<u64>,
     /// AM-Join and tree: a key is hot on a side above this many thousandths of one partition's

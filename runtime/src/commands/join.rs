@@ -14,7 +14,7 @@ use crate::cli::JoinArgs;
 use crate::engine::{self, JoinPlan, OutputTarget, SideData, StreamSide};
 use crate::error::{Error, Result};
 use crate::io::{check_key_compat, output_schema, FileFormat, OutputCompression, OutputWriter};
-use crate::memory::BroadcastBudget;
+use crate::memory::{kept_keys_bytes, BroadcastBudget};
 use crate::metrics::Metrics;
 use crate::progress::Progress;
 
@@ -222,7 +222,8 @@ pub(super) fn prepare(args: &JoinArgs, progress: &Progress, reading: Reading) ->
             Inputs::Streamed(left, right) => {
                 progress.say("reading the keys to check them for skew");
                 let keys_start = Instant::now();
-                let skew = streamed_skew(left, right, partitions, workers, costs)?;
+                let kept = kept_keys_bytes(args.memory_limit);
+                let skew = streamed_skew(left, right, partitions, workers, costs, kept)?;
                 read_seconds += keys_start.elapsed().as_secs_f64();
                 Ok(skew)
             }

@@ -505,9 +505,9 @@ impl InputFile {
 
     /// Keeps `batches`, the key columns of rows `rows` as a keys-only
     /// [`batches_of_rows`](InputFile::batches_of_rows) gave them, for the next read of these
-    /// rows (unless the input keeps too much already).
-    pub(crate) fn keep_keys(&self, rows: Range<u64>, batches: Vec<RecordBatch>) {
-        self.kept_keys.keep(rows, batches);
+    /// rows, unless the input's kept key columns would then take more than `most` bytes.
+    pub(crate) fn keep_keys(&self, rows: Range<u64>, batches: Vec<RecordBatch>, most: u64) {
+        self.kept_keys.keep(rows, batches, most);
     }
 
     /// The key columns kept for rows `rows`, if any, left kept.
@@ -560,6 +560,14 @@ impl InputFile {
         groups: Option<Range<usize>>,
         keys: Vec<RecordBatch>,
     ) -> Result<Batches> {
+        let kept: u64 = keys.iter().map(|batch| batch.num_rows() as u64).sum();
+        let counted = match &groups {
+            Some(run) => self.group_rows[run.clone()].iter().sum(),
+            None => self.rows,
+        };
+        if kept != counted {
+            return Err(changed_between_reads(&self.path));
+        }
         let key_columns = self.key_projection();
         let read = match self.columns_read(keys_only) {
             Some(read) => read,
@@ -571,7 +579,6 @@ impl InputFile {
             .filter(|column| !key_columns.contains(column))
             .collect();
         if others.is_empty() {
-            let counted = keys.iter().map(|batch| batch.num_rows() as u64).sum();
             let raw: RawBatches = Box::new(keys.into_iter().map(Ok));
             return Ok(Batches::new(raw, self, counted));
         }
@@ -1102,7 +1109,10 @@ mod tests {
                         .unwrap()
                         .map(Result::unwrap)
                         .collect();
-                    input.keep_keys(part.clone(), keys.clone());
+                    // Beyond the bytes allowed, they are not kept.
+                    input.keep_keys(part.clone(), keys.clone(), 1000);
+                    assert_eq!(input.kept_keys(part), None, "{case}: over the bound");
+                    input.keep_keys(part.clone(), keys.clone(), u64::MAX);
                     // Counting again (the check's exact pass) leaves them kept.
                     assert_eq!(input.kept_keys(part), Some(keys), "{case}");
                 }
@@ -1119,7 +1129,7 @@ mod tests {
     }
 
     /// Kept key columns that do not fit the rows read again (the file changed between the
-    /// reads) end the read with an input error naming the file, not rows with other keys.
+    /// reads) are an input error naming the file.
     #[test]
     fn kept_keys_of_other_rows_are_an_input_error() {
         let dir = TempDir::new().unwrap();
@@ -1133,12 +1143,11 @@ mod tests {
         let mut longer_last = keys.clone();
         longer_last.push(keys[0].slice(0, 10));
         for kept in [shorter_first, keys[..keys.len() - 1].to_vec(), longer_last] {
-            input.keep_keys(part.clone(), kept);
-            let error = input
-                .batches_of_rows(false, part.clone())
-                .unwrap()
-                .find_map(Result::err)
-                .expect("the read fails");
+            input.keep_keys(part.clone(), kept, u64::MAX);
+            let error = match input.batches_of_rows(false, part.clone()) {
+                Err(error) => error,
+                Ok(mut batches) => batches.find_map(Result::err).expect("the read fails"),
+            };
             assert!(matches!(error, Error::Input(_)), "{error}");
             let message = error.to_string();
             assert!(message.contains("t.parquet"), "{message}");

@@ -18,11 +18,6 @@ use arrow::datatypes::{FieldRef, Schema, SchemaRef};
 
 use crate::error::{Error, Result};
 
-/// The most bytes of decoded key columns an input keeps for the join: the keys of a side of
-/// 64 Mi rows of 64-bit keys. A larger side's parts are decoded again, as before, rather than
-/// held whole before the join (which holds about three times as much of each row) starts.
-const KEPT_BYTES: usize = 512 << 20;
-
 /// Key columns decoded by a read of an input's key columns, by the rows they are of, for the
 /// next read of whole rows of those rows; shared by the clones of an input.
 #[derive(Debug, Default)]
@@ -40,15 +35,17 @@ struct KeptPart {
 
 impl KeptKeys {
     /// Keeps `batches`, the key columns of rows `rows`, unless the parts kept would then take
-    /// more than `KEPT_BYTES`.
-    pub(crate) fn keep(&self, rows: Range<u64>, batches: Vec<RecordBatch>) {
-        let bytes = batches.iter().map(RecordBatch::get_array_memory_size).sum();
+    /// more than `most` bytes: the parts of a larger side are decoded again, rather than all
+    /// held before the join starts.
+    pub(crate) fn keep(&self, rows: Range<u64>, batches: Vec<RecordBatch>, most: u64) {
+        let bytes: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
         let mut parts = self
             .parts
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let kept: usize = parts.iter().map(|part| part.bytes).sum();
-        if kept + bytes <= KEPT_BYTES && !parts.iter().any(|part| part.rows == rows) {
+        let fits = (kept + bytes) as u64 <= most;
+        if fits && !parts.iter().any(|part| part.rows == rows) {
             parts.push(KeptPart {
                 rows,
                 batches,
