@@ -490,8 +490,8 @@ impl InputFile {
 
     /// The rows `rows` in order, as [`batches`](InputFile::batches) gives them, for rows that
     /// begin and end at a cut ([`cuts`](InputFile::cuts)) or at the input's ends. Where a
-    /// keys-only read of these rows kept its key columns ([`keep_keys`](InputFile::keep_keys)),
-    /// they are used, no longer kept, and only the other columns are decoded.
+    /// keys-only read of these rows kept its key columns (`keep_keys`, as `auto`'s skew check
+    /// does), they are used, no longer kept, and only the other columns are decoded.
     pub fn batches_of_rows(&self, keys_only: bool, rows: Range<u64>) -> Result<Batches> {
         let groups = match rows == (0..self.rows) {
             true => None,
