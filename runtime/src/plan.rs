@@ -41,9 +41,9 @@ pub(crate) fn tally_stream(input: &StreamSide, side: Side, tally: &mut impl KeyS
 /// Counts the keys of rows `rows` of a streamed side in `tally`, for rows that begin and end at
 /// a cut of the side or at its ends: from the key columns kept for them, if any, else decoded,
 /// and then kept for the join's read of these rows while the side keeps at most `keep` bytes
-/// (see [`InputFile::keep_keys`]).
+/// (see [`InputFile::key_collector`]).
 ///
-/// [`InputFile::keep_keys`]: crate::io::batches::InputFile::keep_keys
+/// [`InputFile::key_collector`]: crate::io::batches::InputFile::key_collector
 fn tally_rows(
     input: &StreamSide,
     side: Side,
@@ -57,17 +57,13 @@ fn tally_rows(
             .iter()
             .try_for_each(|batch| tally_keys(batch, columns, path, side, tally));
     }
-    let mut kept = Vec::new();
+    let mut kept = input.input.key_collector(keep);
     for batch in input.input.batches_of_rows(true, rows.clone())? {
         let batch = batch?;
         tally_keys(&batch, columns, path, side, tally)?;
-        if keep > 0 {
-            kept.push(batch);
-        }
+        kept.add(&batch);
     }
-    if keep > 0 {
-        input.input.keep_keys(rows, kept, keep);
-    }
+    kept.finish(rows);
     Ok(())
 }
 
@@ -129,8 +125,8 @@ pub(crate) fn streamed_skew(
         || KeyTally::for_join(both, both / threads as u64),
         |tally, input, side, rows| {
             tally.continue_at(side, rows.start);
-            // The join's workers read these parts next: each first read of whole rows of one
-            // decodes only its other columns.
+            // The join's workers read these parts next: the first read of each (its rows, or
+            // its keys where the strategy counts them first) decodes only the columns not kept.
             tally_rows(input, side, rows, tally, kept_bytes)
         },
     )?;

@@ -2,7 +2,8 @@
 //! it finds the schema and the row count (from the footer where the format has one, else by one
 //! pass that decodes only the key columns), and each read decodes it again, [`CHUNK_ROWS`] rows
 //! at a time, all columns or only the key columns. Memory stays at a few batches, whatever the
-//! size of the file.
+//! size of the file, besides the key columns that `auto`'s skew check keeps for the join within
+//! a bound (`io/kept_keys.rs`).
 //!
 //! CSV column types are inferred from every record, as [`read_table`](crate::io::read_table)
 //! does, by a first pass that keeps nothing but the types and the record count.
@@ -32,7 +33,7 @@ use parquet::arrow::ProjectionMask;
 use skewjoin_planner::exec_stream::split_at_cuts;
 
 use crate::error::{Error, Result};
-use crate::io::kept_keys::{changed_between_reads, KeptKeys, KeyMerge};
+use crate::io::kept_keys::{changed_between_reads, KeptKeys, KeyCollector, KeyMerge};
 use crate::io::{
     arrow_read_error, csv_error, csv_syntax_of_file, fenced, find_field, ipc_file_batch_rows,
     ipc_file_bodies, key_kinds, open_input, parquet_read_error, read_error, read_table_share,
@@ -490,7 +491,7 @@ impl InputFile {
 
     /// The rows `rows` in order, as [`batches`](InputFile::batches) gives them, for rows that
     /// begin and end at a cut ([`cuts`](InputFile::cuts)) or at the input's ends. Where a
-    /// keys-only read of these rows kept its key columns (`keep_keys`, as `auto`'s skew check
+    /// keys-only read of these rows kept its key columns (`key_collector`, as `auto`'s skew check
     /// does), they are used, no longer kept, and only the other columns are decoded.
     pub fn batches_of_rows(&self, keys_only: bool, rows: Range<u64>) -> Result<Batches> {
         let groups = match rows == (0..self.rows) {
@@ -503,11 +504,11 @@ impl InputFile {
         }
     }
 
-    /// Keeps `batches`, the key columns of rows `rows` as a keys-only
-    /// [`batches_of_rows`](InputFile::batches_of_rows) gave them, for the next read of these
-    /// rows, unless the input's kept key columns would then take more than `most` bytes.
-    pub(crate) fn keep_keys(&self, rows: Range<u64>, batches: Vec<RecordBatch>, most: u64) {
-        self.kept_keys.keep(rows, batches, most);
+    /// A collector of the key columns of a part as a keys-only
+    /// [`batches_of_rows`](InputFile::batches_of_rows) yields them, kept for the next read of
+    /// these rows while the input's kept key columns take at most `most` bytes.
+    pub(crate) fn key_collector(&self, most: u64) -> KeyCollector<'_> {
+        self.kept_keys.collector(most)
     }
 
     /// The key columns kept for rows `rows`, if any, left kept.
@@ -1042,6 +1043,14 @@ mod tests {
         }
     }
 
+    /// Keeps `batches` as the key columns of rows `rows` of `input`, as the skew check does, if
+    /// the input keeps at most `most` bytes.
+    fn keep_keys(input: &InputFile, rows: Range<u64>, batches: &[RecordBatch], most: u64) {
+        let mut collector = input.key_collector(most);
+        batches.iter().for_each(|batch| collector.add(batch));
+        collector.finish(rows);
+    }
+
     /// The rows of `input`'s part `rows` as a read of whole rows gives them, concatenated.
     fn rows_of(input: &InputFile, rows: Range<u64>) -> RecordBatch {
         let batches: Vec<RecordBatch> = input
@@ -1110,9 +1119,9 @@ mod tests {
                         .map(Result::unwrap)
                         .collect();
                     // Beyond the bytes allowed, they are not kept.
-                    input.keep_keys(part.clone(), keys.clone(), 1000);
+                    keep_keys(&input, part.clone(), &keys, 1000);
                     assert_eq!(input.kept_keys(part), None, "{case}: over the bound");
-                    input.keep_keys(part.clone(), keys.clone(), u64::MAX);
+                    keep_keys(&input, part.clone(), &keys, u64::MAX);
                     // Counting again (the check's exact pass) leaves them kept.
                     assert_eq!(input.kept_keys(part), Some(keys), "{case}");
                 }
@@ -1143,7 +1152,7 @@ mod tests {
         let mut longer_last = keys.clone();
         longer_last.push(keys[0].slice(0, 10));
         for kept in [shorter_first, keys[..keys.len() - 1].to_vec(), longer_last] {
-            input.keep_keys(part.clone(), kept, u64::MAX);
+            keep_keys(&input, part.clone(), &kept, u64::MAX);
             let error = match input.batches_of_rows(false, part.clone()) {
                 Err(error) => error,
                 Ok(mut batches) => batches.find_map(Result::err).expect("the read fails"),

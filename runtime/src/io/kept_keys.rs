@@ -22,7 +22,14 @@ use crate::error::{Error, Result};
 /// next read of whole rows of those rows; shared by the clones of an input.
 #[derive(Debug, Default)]
 pub(crate) struct KeptKeys {
-    parts: Mutex<Vec<KeptPart>>,
+    state: Mutex<KeptState>,
+}
+
+#[derive(Debug, Default)]
+struct KeptState {
+    parts: Vec<KeptPart>,
+    /// Bytes of the parts kept and of those being read to keep ([`KeyCollector`]).
+    bytes: usize,
 }
 
 /// The key columns of one part of an input, as a keys-only read yielded them.
@@ -34,33 +41,45 @@ struct KeptPart {
 }
 
 impl KeptKeys {
-    /// Keeps `batches`, the key columns of rows `rows`, unless the parts kept would then take
-    /// more than `most` bytes: the parts of a larger side are decoded again, rather than all
-    /// held before the join starts.
-    pub(crate) fn keep(&self, rows: Range<u64>, batches: Vec<RecordBatch>, most: u64) {
-        let bytes: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
-        let mut parts = self
-            .parts
+    fn state(&self) -> std::sync::MutexGuard<'_, KeptState> {
+        self.state
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let kept: usize = parts.iter().map(|part| part.bytes).sum();
-        let fits = (kept + bytes) as u64 <= most;
-        if fits && !parts.iter().any(|part| part.rows == rows) {
-            parts.push(KeptPart {
-                rows,
-                batches,
-                bytes,
-            });
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A collector of the key batches of one part as they are read, kept while this input's
+    /// kept and collected key columns take at most `most` bytes.
+    pub(crate) fn collector(&self, most: u64) -> KeyCollector<'_> {
+        KeyCollector {
+            kept: self,
+            most,
+            batches: Vec::new(),
+            bytes: 0,
+            full: most == 0,
         }
+    }
+
+    /// Counts `bytes` more towards the bound, if the input's key columns then take at most
+    /// `most` bytes.
+    fn reserve(&self, bytes: usize, most: u64) -> bool {
+        let mut state = self.state();
+        let fits = (state.bytes + bytes) as u64 <= most;
+        if fits {
+            state.bytes += bytes;
+        }
+        fits
+    }
+
+    /// Gives back `bytes` counted and not kept.
+    fn release(&self, bytes: usize) {
+        let mut state = self.state();
+        state.bytes = state.bytes.saturating_sub(bytes);
     }
 
     /// The key columns kept for rows `rows`, left kept.
     pub(crate) fn peek(&self, rows: &Range<u64>) -> Option<Vec<RecordBatch>> {
-        let parts = self
+        self.state()
             .parts
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        parts
             .iter()
             .find(|part| part.rows == *rows)
             .map(|part| part.batches.clone())
@@ -68,12 +87,70 @@ impl KeptKeys {
 
     /// The key columns kept for rows `rows`, no longer kept.
     pub(crate) fn take(&self, rows: &Range<u64>) -> Option<Vec<RecordBatch>> {
-        let mut parts = self
-            .parts
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let at = parts.iter().position(|part| part.rows == *rows)?;
-        Some(parts.swap_remove(at).batches)
+        let mut state = self.state();
+        let at = state.parts.iter().position(|part| part.rows == *rows)?;
+        let part = state.parts.swap_remove(at);
+        state.bytes = state.bytes.saturating_sub(part.bytes);
+        Some(part.batches)
+    }
+}
+
+/// The key batches of one part as a keys-only read yields them, each counted towards the
+/// input's bound as it comes: past the bound the part is not kept, and what it held is freed at
+/// once, so that the check never holds more than the bound (a part is a whole side where the
+/// side cannot be cut).
+pub(crate) struct KeyCollector<'a> {
+    kept: &'a KeptKeys,
+    most: u64,
+    batches: Vec<RecordBatch>,
+    bytes: usize,
+    /// Whether the bound was reached: nothing more is collected.
+    full: bool,
+}
+
+impl KeyCollector<'_> {
+    /// Collects the next batch of the part, while the bound allows.
+    pub(crate) fn add(&mut self, batch: &RecordBatch) {
+        if self.full {
+            return;
+        }
+        let bytes = batch.get_array_memory_size();
+        if self.kept.reserve(bytes, self.most) {
+            self.bytes += bytes;
+            self.batches.push(batch.clone());
+        } else {
+            self.full = true;
+            self.kept.release(std::mem::take(&mut self.bytes));
+            self.batches = Vec::new();
+        }
+    }
+
+    /// Keeps what was collected as the key columns of rows `rows`, unless the bound was reached
+    /// or those rows are kept already.
+    pub(crate) fn finish(mut self, rows: Range<u64>) {
+        if self.full {
+            return;
+        }
+        let bytes = std::mem::take(&mut self.bytes);
+        let mut state = self.kept.state();
+        if state.parts.iter().any(|part| part.rows == rows) {
+            state.bytes = state.bytes.saturating_sub(bytes);
+            return;
+        }
+        state.parts.push(KeptPart {
+            rows,
+            batches: std::mem::take(&mut self.batches),
+            bytes,
+        });
+    }
+}
+
+impl Drop for KeyCollector<'_> {
+    /// A part whose read failed gives back what it counted.
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            self.kept.release(self.bytes);
+        }
     }
 }
 
@@ -147,9 +224,12 @@ impl KeyMerge {
             }
             columns.push(Arc::clone(column));
         }
-        let schema = self
-            .schema
-            .get_or_insert_with(|| Arc::new(Schema::new(fields)));
+        let schema = self.schema.get_or_insert_with(|| {
+            Arc::new(Schema::new_with_metadata(
+                fields,
+                other_schema.metadata().clone(),
+            ))
+        });
         RecordBatch::try_new(Arc::clone(schema), columns).map_err(|error| {
             Error::Internal(format!(
                 "{}: putting kept key columns back: {error}",
